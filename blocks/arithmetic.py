@@ -1,0 +1,137 @@
+"""Memoryless arithmetic: gain, sum, product, saturation (direct feedthrough)."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from hapflow.block import Block
+from hapflow.params import Live, Structural, at_least
+from hapflow.ports import In, Out
+
+_SIZE = Structural(1, kind="int", check=at_least(1), doc="number of elements of each signal")
+
+
+def _signs(text: str, allowed: str) -> str | None:
+    if len(text) < 1 or any(c not in allowed for c in text):
+        return f"must be a string of {' and '.join(repr(c) for c in allowed)}, one per input"
+    return None
+
+
+class Gain(Block):
+    """Scale a signal: ``y = gain * u``.
+
+    Ports
+    -----
+    u : in, (n,), any unit
+    y : out, (n,), ``unit`` (default: the unit of u)
+    """
+
+    params = {"gain": Live(1.0, doc="gain"),
+              "size": _SIZE,
+              "unit": Structural("=u", kind="str", doc="unit of y (default: that of u)")}
+
+    def configure(self) -> None:
+        self.inputs = {"u": In(self.size, doc="input")}
+        self.outputs = {"y": Out(self.size, unit=self.unit, doc="gain * u")}
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, u, y):
+        for j in range(y.size):
+            y[j] = p[0] * u[j]
+
+
+class Sum(Block):
+    """Add and subtract signals: ``y = s1 u1 + s2 u2 + ...`` with signs from ``signs``.
+
+    Ports
+    -----
+    u1, u2, ... : in, (n,), any unit (one input per sign)
+    y           : out, (n,), unit of u1
+    """
+
+    params = {"signs": Structural("++", kind="str", check=lambda s: _signs(s, "+-"),
+                                  doc="one '+' or '-' per input, e.g. '+-'"),
+              "size": _SIZE}
+
+    def configure(self) -> None:
+        self.inputs = {f"u{k + 1}": In(self.size, doc=f"input {k + 1} ({s})")
+                       for k, s in enumerate(self.signs)}
+        self.outputs = {"y": Out(self.size, unit="=u1", doc="signed sum")}
+
+    def pack(self) -> np.ndarray:
+        return np.array([1.0 if s == "+" else -1.0 for s in self.signs])
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, *ports):
+        y = ports[-1]
+        for j in range(y.size):
+            acc = 0.0
+            for k in range(len(ports) - 1):
+                acc += p[k] * ports[k][j]
+            y[j] = acc
+
+
+class Product(Block):
+    """Multiply and divide signals element-wise: ``ops='**/'`` gives ``u1 * u2 / u3``.
+
+    Ports
+    -----
+    u1, u2, ... : in, (n,), any unit (one input per operator)
+    y           : out, (n,), ``unit``
+    """
+
+    params = {"ops": Structural("**", kind="str", check=lambda s: _signs(s, "*/"),
+                                doc="one '*' or '/' per input"),
+              "size": _SIZE,
+              "unit": Structural(None, kind="str", doc="unit of y (default: any)")}
+
+    def configure(self) -> None:
+        self.inputs = {f"u{k + 1}": In(self.size, doc=f"input {k + 1} ({s})")
+                       for k, s in enumerate(self.ops)}
+        self.outputs = {"y": Out(self.size, unit=self.unit, doc="product")}
+
+    def pack(self) -> np.ndarray:
+        return np.array([1.0 if s == "*" else -1.0 for s in self.ops])
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, *ports):
+        y = ports[-1]
+        for j in range(y.size):
+            acc = 1.0
+            for k in range(len(ports) - 1):
+                if p[k] > 0.0:
+                    acc *= ports[k][j]
+                else:
+                    acc /= ports[k][j]
+            y[j] = acc
+
+
+class Saturation(Block):
+    """Clip a signal to ``[lower, upper]``.
+
+    Ports
+    -----
+    u : in, (n,), any unit
+    y : out, (n,), unit of u
+    """
+
+    params = {"lower": Live(-1.0, doc="lower limit, in the unit of u"),
+              "upper": Live(1.0, doc="upper limit, in the unit of u"),
+              "size": _SIZE}
+
+    def configure(self) -> None:
+        if self.lower > self.upper:
+            from hapflow.block import ParamError
+            raise ParamError("lower", f"parameter 'lower' ({self.lower}) must be <= 'upper' "
+                                      f"({self.upper})")
+        self.inputs = {"u": In(self.size, doc="input")}
+        self.outputs = {"y": Out(self.size, unit="=u", doc="clipped input")}
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, u, y):
+        for j in range(y.size):
+            y[j] = min(max(u[j], p[0]), p[1])

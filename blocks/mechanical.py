@@ -1,0 +1,108 @@
+"""Lumped mechanical devices with continuous state (SI units)."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from hapflow.block import Block
+from hapflow.params import Live, between, nonnegative, positive
+from hapflow.ports import In, Out
+
+
+class MassSpringDamper(Block):
+    """Linear mass-spring-damper driven by a force: ``m a = F - b v - k x``.
+
+    Ports
+    -----
+    force : in, (1,), N        applied force
+    pos   : out, (1,), m       position (state only)
+    vel   : out, (1,), m/s     velocity (state only)
+    acc   : out, (1,), m/s^2   acceleration (feeds through from force)
+    """
+
+    inputs = {"force": In(1, unit="N", doc="applied force")}
+    outputs = {"pos": Out(1, unit="m", depends="state", doc="position"),
+               "vel": Out(1, unit="m/s", depends="state", doc="velocity"),
+               "acc": Out(1, unit="m/s^2", doc="acceleration")}
+    params = {"mass": Live(1.0, unit="kg", check=positive, doc="moving mass"),
+              "damping": Live(0.0, unit="N s/m", check=nonnegative, doc="viscous damping"),
+              "stiffness": Live(0.0, unit="N/m", check=nonnegative, doc="spring rate"),
+              "x0": Live(0.0, unit="m", doc="initial position"),
+              "v0": Live(0.0, unit="m/s", doc="initial velocity")}
+    cstate = 2
+    position_states = (0,)
+
+    def initial_state(self):
+        x, d, m = super().initial_state()
+        x[:] = self.x0, self.v0
+        return x, d, m
+
+    @staticmethod
+    @njit
+    def deriv(t, x, d, m, p, force, dx):
+        dx[0] = x[1]
+        dx[1] = (force[0] - p[1] * x[1] - p[2] * x[0]) / p[0]
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, force, pos, vel, acc):
+        pos[0] = x[0]
+        vel[0] = x[1]
+        acc[0] = (force[0] - p[1] * x[1] - p[2] * x[0]) / p[0]
+
+
+class BouncingBall(Block):
+    """Ball falling onto a fixed floor at height 0 with a coefficient of restitution.
+
+    Flight: ``h'' = -g``.  Impact (guard ``h`` crossing zero downwards):
+    ``v+ = -e v-``.  Event location in the solver puts each impact at its
+    exact time within the tick.
+
+    Ports
+    -----
+    height  : out, (1,), m       height above the floor (state only)
+    vel     : out, (1,), m/s     vertical velocity, up positive (state only)
+    bounces : out, (1,), i8, count   number of impacts so far (state only)
+    """
+
+    outputs = {"height": Out(1, unit="m", depends="state", doc="height above the floor"),
+               "vel": Out(1, unit="m/s", depends="state", doc="vertical velocity"),
+               "bounces": Out(1, dtype="i8", unit="count", depends="state", doc="impacts so far")}
+    params = {"restitution": Live(0.8, check=between(0.0, 1.0), doc="coefficient of restitution"),
+              "gravity": Live(9.81, unit="m/s^2", check=positive, doc="gravitational acceleration"),
+              "h0": Live(1.0, unit="m", check=nonnegative, doc="initial height"),
+              "v0": Live(0.0, unit="m/s", doc="initial velocity")}
+    cstate = 2
+    istate = 1
+    nguards = 1
+    position_states = (0,)
+
+    def initial_state(self):
+        x, d, m = super().initial_state()
+        x[:] = self.h0, self.v0
+        return x, d, m
+
+    @staticmethod
+    @njit
+    def deriv(t, x, d, m, p, dx):
+        dx[0] = x[1]
+        dx[1] = -p[1]
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, height, vel, bounces):
+        height[0] = x[0]
+        vel[0] = x[1]
+        bounces[0] = m[0]
+
+    @staticmethod
+    @njit
+    def guard(t, x, d, m, p, g):
+        g[0] = x[0]
+
+    @staticmethod
+    @njit
+    def reset(t, x, d, m, p, k):
+        x[0] = 0.0
+        x[1] = -p[0] * x[1]
+        m[0] += 1

@@ -1,0 +1,181 @@
+"""The Block base class: ports, parameters, state sizes and pure ``@njit`` kernels.
+
+A block exists only while a graph is built and checked.  At run time its
+kernels are called by generated code on constant slices of flat arrays.
+
+Kernel signatures (every argument is a 1-D ``float64``/``int64``/``bool``
+array view; ``t`` is the time in s)::
+
+    output(t, x, d, m, p, *inputs, *outputs)   # write outputs
+    update(t, x, d, m, p, *inputs)             # discrete step at the block's rate
+    deriv(t, x, d, m, p, *inputs, dx)          # continuous state derivative
+    guard(t, x, d, m, p, *inputs, g)           # event functions; event when g goes >0 -> <=0
+    reset(t, x, d, m, p, *inputs, k)           # apply guard k's reset map to x, d, m
+    init(x, d, m, p)                           # optional: initial state from parameters
+
+``x`` is the continuous state, ``d`` the discrete float state, ``m`` the
+integer state (a hybrid block keeps its mode in ``m[0]``), ``p`` the packed
+live parameters (see :meth:`Block.pack`).  Inputs and outputs come in the
+order they are declared.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from .params import Param
+from .ports import In, Out
+
+KERNELS = ("output", "update", "deriv", "guard", "reset", "init")
+
+
+class ParamError(ValueError):
+    """A parameter problem found while constructing a block.
+
+    Attributes
+    ----------
+    param : str
+        Name of the offending parameter.
+    """
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(message)
+
+
+class Block:
+    """Base class of every block.
+
+    Subclasses declare ``inputs``, ``outputs`` (dicts of :class:`In`/:class:`Out`),
+    ``params`` (dict of :class:`Live`/:class:`Structural`), the state sizes
+    ``cstate``, ``dstate``, ``istate``, the number of event functions
+    ``nguards``, and static ``@njit`` kernels (see the module docstring).
+    ``configure`` may change ports and sizes from structural parameters.
+
+    Parameters
+    ----------
+    **values
+        Parameter values by name; missing ones take their defaults.
+
+    Raises
+    ------
+    ParamError
+        For an unknown, missing or invalid parameter.
+    """
+
+    inputs: ClassVar[dict[str, In]] = {}
+    outputs: ClassVar[dict[str, Out]] = {}
+    params: ClassVar[dict[str, Param]] = {}
+    cstate: int = 0
+    dstate: int = 0
+    istate: int = 0
+    nguards: int = 0
+    position_states: tuple[int, ...] = ()
+    """Indices of continuous states integrated after the others by
+    semi-implicit Euler (positions whose derivative is a velocity state)."""
+
+    output: ClassVar[Callable | None] = None
+    update: ClassVar[Callable | None] = None
+    deriv: ClassVar[Callable | None] = None
+    guard: ClassVar[Callable | None] = None
+    reset: ClassVar[Callable | None] = None
+    init: ClassVar[Callable | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        clash = [n for n in cls.params if hasattr(Block, n)]
+        if clash:
+            raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes")
+        from .registry import register
+        register(cls)
+
+    def __init__(self, **values: Any):
+        self.values: dict[str, Any] = {}
+        for name in values:
+            if name not in self.params:
+                from .errors import suggest, valid_list
+                raise ParamError(name, f"unknown parameter {name!r}{suggest(name, self.params)} "
+                                       f"Valid parameters of {type(self).__name__}: "
+                                       f"{valid_list(self.params)}")
+        for name, spec in self.params.items():
+            if name in values:
+                self.values[name] = self._coerce(name, spec, values[name])
+            elif spec.required:
+                raise ParamError(name, f"missing required parameter {name!r} "
+                                       f"({spec.unit or 'dimensionless'}): {spec.doc}")
+            else:
+                self.values[name] = spec.default
+        self.inputs = dict(type(self).inputs)
+        self.outputs = dict(type(self).outputs)
+        self.configure()
+
+    @staticmethod
+    def _coerce(name: str, spec: Param, value: Any) -> Any:
+        try:
+            return spec.coerce(value)
+        except ValueError as exc:
+            unit = f" [{spec.unit}]" if spec.unit else ""
+            raise ParamError(name, f"parameter {name!r}{unit} {exc}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("values")
+        if values is not None and name in values:
+            return values[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def configure(self) -> None:
+        """Adjust ports and state sizes from structural parameters (override)."""
+
+    def pack(self) -> np.ndarray:
+        """Live parameters as the flat ``float64`` vector the kernels receive as ``p``.
+
+        The default concatenates live parameters in declaration order.
+        Override to precompute design-time quantities (filter coefficients);
+        the length must not depend on live values.
+        """
+        parts = [np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel()
+                 for n, s in self.params.items() if s.live]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Initial continuous, discrete and integer state (override; default zeros)."""
+        return (np.zeros(self.cstate), np.zeros(self.dstate),
+                np.zeros(self.istate, dtype=np.int64))
+
+    def kernels(self) -> dict[str, Callable]:
+        """The block's kernels by name (override to specialise on structural parameters)."""
+        return {k: getattr(type(self), k) for k in KERNELS if getattr(type(self), k) is not None}
+
+    def set(self, name: str, value: Any) -> None:
+        """Change a live parameter (takes effect at the next chunk).
+
+        Raises
+        ------
+        ParamError
+            If the parameter is unknown, structural, or the value is invalid.
+        """
+        spec = self.params.get(name)
+        if spec is None:
+            from .errors import suggest, valid_list
+            raise ParamError(name, f"unknown parameter {name!r}{suggest(name, self.params)} "
+                                   f"Valid: {valid_list(self.params)}")
+        if not spec.live:
+            raise ParamError(name, f"parameter {name!r} is structural: it changes the generated "
+                                   "code, so rebuild the graph to change it")
+        self.values[name] = self._coerce(name, spec, value)
+
+    def structural_key(self) -> tuple:
+        """Everything about this block that shapes the generated code (for the cache hash)."""
+        return (type(self).__module__, type(self).__qualname__,
+                tuple((n, repr(self.values[n])) for n, s in self.params.items() if not s.live),
+                tuple((n, p) for n, p in self.inputs.items()),
+                tuple((n, p) for n, p in self.outputs.items()),
+                self.cstate, self.dstate, self.istate, self.nguards, self.position_states)
+
+    @classmethod
+    def summary(cls) -> str:
+        """First line of the docstring."""
+        doc = inspect.getdoc(cls) or ""
+        return doc.splitlines()[0] if doc else ""

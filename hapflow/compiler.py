@@ -1,0 +1,124 @@
+"""Compile a graph: check, schedule, lay out, generate, and load the kernel.
+
+The generated source is written to a content-hashed file in the cache folder
+(``$HAPFLOW_CACHE_DIR``, else ``$XDG_CACHE_HOME/hapflow``, else
+``~/.cache/hapflow``) and compiled with ``numba.njit(cache=True,
+error_model="numpy")``, so a second process loads machine code from disk
+instead of compiling.  The hash covers the source, the numba and Python
+versions, the structural parameters of every block and the text of every
+module that defines a kernel, because numba's own cache does not notice
+changes in called functions.
+
+``interpret=True`` runs the very same source as plain Python with each
+kernel's ``py_func``: the reference the compiled kernel is tested against.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numba
+
+from . import events
+from .codegen import Generator, kernel_table
+from .graph import Checked, Graph
+from .layout import Layout, build_layout
+from .schedule import Schedule, build_schedule
+
+JIT_OPTIONS = {"cache": True, "error_model": "numpy"}
+
+
+@dataclass
+class Program:
+    """A compiled (or interpreted) graph, ready to run."""
+
+    checked: Checked
+    schedule: Schedule
+    layout: Layout
+    source: str
+    path: Path | None
+    run: Callable
+    init_all: Callable
+    interpreted: bool
+
+
+def cache_dir() -> Path:
+    """Folder for generated sources and numba's cache files."""
+    env = os.environ.get("HAPFLOW_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "hapflow"
+
+
+def _module_text(fn: Callable) -> str:
+    py = getattr(fn, "py_func", fn)
+    try:
+        return Path(inspect.getsourcefile(py)).read_text()
+    except (TypeError, OSError):
+        return py.__code__.co_code.hex()
+
+
+def fingerprint(source: str, checked: Checked, kernels: dict[str, Callable]) -> str:
+    """Content hash naming the generated module."""
+    h = hashlib.sha256()
+    for part in (source, numba.__version__, sys.version, _module_text(events.decide)):
+        h.update(part.encode())
+    for node in checked.graph.nodes.values():
+        h.update(repr(node.block.structural_key()).encode())
+    for text in sorted({_module_text(fn) for fn in kernels.values()}):
+        h.update(text.encode())
+    return h.hexdigest()[:20]
+
+
+def _namespace(kernels: dict[str, Callable], interpret: bool, name: str) -> dict:
+    def plain(fn: Callable) -> Callable:
+        return getattr(fn, "py_func", fn) if interpret else fn
+
+    ns = {name: plain(fn) for name, fn in kernels.items()}
+    ns.update(ev_begin=plain(events.begin), ev_decide=plain(events.decide),
+              ev_restart=plain(events.restart), __name__=name)
+    ns["jit"] = (lambda f: f) if interpret else numba.njit(**JIT_OPTIONS)
+    return ns
+
+
+def compile_graph(graph: Graph, interpret: bool = False) -> Program:
+    """Check, schedule, lay out and generate ``graph``; load the kernel.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph to compile.
+    interpret : bool
+        Run the generated source as plain Python (reference and debugger).
+
+    Returns
+    -------
+    Program
+    """
+    checked = graph.check()
+    schedule = build_schedule(checked)
+    layout = build_layout(checked)
+    source = Generator(checked, schedule, layout).generate()
+    kernels = kernel_table(checked)
+    if interpret:
+        ns = _namespace(kernels, True, "hapflow_interpreted")
+        exec(compile(source, f"<hapflow {graph.name}>", "exec"), ns)
+        return Program(checked, schedule, layout, source, None, ns["run"], ns["init_all"], True)
+    name = f"hf_{fingerprint(source, checked, kernels)}"
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    ns = _namespace(kernels, False, name)
+    ns["__file__"] = str(path)
+    exec(compile(source, str(path), "exec"), ns)
+    return Program(checked, schedule, layout, source, path, ns["run"], ns["init_all"], False)

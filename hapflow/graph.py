@@ -1,0 +1,386 @@
+"""Graphs of blocks and wires, and the checks that run before compiling.
+
+The graph is checked at **port** granularity with a networkx ``DiGraph``:
+wire edges run output -> input, feedthrough edges input -> output inside a
+block.  A cycle of such edges is an algebraic loop and is rejected with every
+hop listed; there is no iterative loop solver.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import networkx as nx
+
+from .block import Block, ParamError
+from .errors import GraphError, Where, suggest, valid_list
+from .ports import In, Out
+from .units import UnitError, dimension
+
+NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+SOLVERS = ("rk4", "euler")
+EVENT_MODES = ("locate", "tick")
+
+
+@dataclass
+class Node:
+    """A block in a graph with its rate divider and where it was declared."""
+
+    name: str
+    block: Block
+    divider: int = 1
+    offset: int = 0
+    rate: float | None = None
+    where: Where = field(default_factory=Where)
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A connection from an output port to an input port."""
+
+    src: tuple[str, str]
+    dst: tuple[str, str]
+    where: Where = field(default_factory=Where)
+
+    def __str__(self) -> str:
+        return f"{self.src[0]}.{self.src[1]} -> {self.dst[0]}.{self.dst[1]}"
+
+
+class Graph:
+    """A block diagram: named blocks, wires between their ports, recorded signals.
+
+    Parameters
+    ----------
+    name : str
+        Graph name (used in recordings).
+    rate : float
+        Base rate in Hz; one tick lasts ``1/rate`` s.
+    duration : float
+        Default simulated duration in s.
+    seed : int
+        Seed of every random source in the graph.
+    solver : {'rk4', 'euler'}
+        Fixed-step solver for all continuous states ('euler' = semi-implicit).
+    events : {'locate', 'tick'}
+        'locate' finds guard crossings inside a tick; 'tick' applies resets at
+        the end of the tick in which a guard changed sign (for comparison).
+    max_events : int
+        Events allowed per tick; more are counted as overflow.
+    where : Where, optional
+        The graph file, for error messages.
+    """
+
+    def __init__(self, name: str = "graph", rate: float = 1000.0, duration: float = 1.0,
+                 seed: int = 0, solver: str = "rk4", events: str = "locate",
+                 max_events: int = 8, where: Where | None = None):
+        self.where = where or Where()
+        self.name = name
+        self.rate = self._positive("rate", rate, "Hz")
+        self.duration = self._positive("duration", duration, "s")
+        self.seed = int(seed)
+        self.solver = self._choice("solver", solver, SOLVERS)
+        self.events = self._choice("events", events, EVENT_MODES)
+        self.max_events = int(max_events)
+        self.nodes: dict[str, Node] = {}
+        self.wires: list[Wire] = []
+        self.recorded: list[tuple[str, str]] = []
+        self.hardware: dict[str, Any] = {}
+
+    def _positive(self, key: str, value: Any, unit: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise GraphError(f"graph {key!r} must be a finite number > 0 in {unit}, got {value!r}",
+                             self.where, key=key)
+        return float(value)
+
+    def _choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise GraphError(f"graph {key!r} must be one of {', '.join(choices)}, got {value!r}",
+                             self.where, key=key)
+        return value
+
+    # ------------------------------------------------------------------ building
+    def add(self, name: str, block: Block, rate: float | None = None, offset: int = 0,
+            where: Where | None = None) -> Block:
+        """Add ``block`` under ``name``.
+
+        Parameters
+        ----------
+        name : str
+            snake_case block name, unique in the graph.
+        block : Block
+            The block instance.
+        rate : float, optional
+            Block rate in Hz; must divide the base rate (default: base rate).
+        offset : int
+            Tick offset of the block's samples, ``0 <= offset < rate divider``.
+        where : Where, optional
+            Source location for error messages.
+
+        Returns
+        -------
+        Block
+            ``block``, for chaining.
+        """
+        where = where or self.where
+        if not NAME.match(name):
+            raise GraphError(f"block name {name!r} is not valid: use snake_case "
+                             "(lower-case letters, digits and _; not starting with a digit)",
+                             where, block=name)
+        if name in self.nodes:
+            first = self.nodes[name].where
+            raise GraphError(f"duplicate block name {name!r} (first declared at {first})",
+                             where, block=name)
+        if not isinstance(block, Block):
+            raise GraphError(f"block {name!r} is not a Block instance: {block!r}", where, block=name)
+        divider = self._divider(name, rate, where)
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
+            raise GraphError(f"block {name!r}: offset must be an integer tick count in "
+                             f"[0, {divider - 1}], got {offset!r}", where, block=name)
+        if divider > 1 and (block.cstate or block.nguards):
+            raise GraphError(f"block {name!r} ({type(block).__name__}) has continuous state or "
+                             "events and runs at the base rate; remove its 'rate'",
+                             where, block=name)
+        self.nodes[name] = Node(name, block, divider, offset, rate, where)
+        return block
+
+    def _divider(self, name: str, rate: Any, where: Where) -> int:
+        if rate is None:
+            return 1
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) \
+                or not math.isfinite(rate) or rate <= 0:
+            raise GraphError(f"block {name!r}: rate must be a number > 0 in Hz, got {rate!r}",
+                             where, block=name)
+        ratio = self.rate / rate
+        divider = round(ratio)
+        if divider < 1 or abs(ratio - divider) > 1e-9 * ratio:
+            valid = [self.rate / k for k in range(1, 9) if self.rate / k >= 1]
+            raise GraphError(f"block {name!r}: rate {rate:g} Hz is not an integer divisor of the "
+                             f"base rate {self.rate:g} Hz; valid rates include "
+                             + ", ".join(f"{v:g}" for v in valid), where, block=name)
+        return divider
+
+    def port(self, ref: str, direction: str, where: Where | None = None) -> tuple[str, str]:
+        """Resolve ``"block.port"`` to (block, port), checking both exist.
+
+        Parameters
+        ----------
+        ref : str
+            Port reference.
+        direction : {'in', 'out'}
+            Which side the port must be on.
+        """
+        where = where or self.where
+        parts = ref.strip().split(".") if isinstance(ref, str) else []
+        if len(parts) != 2 or not all(parts):
+            raise GraphError(f"malformed port reference {ref!r}: write block.port, "
+                             "e.g. 'pid.force_cmd'", where)
+        block, port = parts
+        if block not in self.nodes:
+            raise GraphError(f"unknown block {block!r} in {ref!r}{suggest(block, self.nodes)} "
+                             f"Blocks: {valid_list(self.nodes)}", where, block=block)
+        b = self.nodes[block].block
+        ports = b.outputs if direction == "out" else b.inputs
+        if port not in ports:
+            other = b.inputs if direction == "out" else b.outputs
+            side = "output" if direction == "out" else "input"
+            hint = (f"; {port!r} is an {'input' if direction == 'out' else 'output'}, "
+                    f"on the other side of the wire") if port in other else suggest(port, ports)
+            raise GraphError(f"block {block!r} ({type(b).__name__}) has no {side} port "
+                             f"{port!r}{hint} Valid {side}s: {valid_list(ports)}",
+                             where, block=block, port=port)
+        return block, port
+
+    def wire(self, src: str, dst: str | None = None, where: Where | None = None) -> Wire:
+        """Connect an output to an input: ``wire("a.y", "b.u")`` or ``wire("a.y -> b.u")``."""
+        where = where or self.where
+        if dst is None:
+            if not isinstance(src, str) or src.count("->") != 1:
+                raise GraphError(f"malformed wire {src!r}: write 'block.output -> block.input'",
+                                 where)
+            src, dst = (s.strip() for s in src.split("->"))
+        w = Wire(self.port(src, "out", where), self.port(dst, "in", where), where)
+        self.wires.append(w)
+        return w
+
+    def record(self, *signals: str, where: Where | None = None) -> None:
+        """Record output signals (``"block.port"``) at every tick."""
+        for ref in signals:
+            key = self.port(ref, "out", where)
+            if key not in self.recorded:
+                self.recorded.append(key)
+
+    # ------------------------------------------------------------------ checks
+    def check(self) -> "Checked":
+        """Run every whole-graph check.
+
+        Returns
+        -------
+        Checked
+            Drivers of every input and the port graph, ready for scheduling.
+
+        Raises
+        ------
+        GraphError
+            On the first problem found.
+        """
+        if not self.nodes:
+            raise GraphError("the graph is empty: add at least one block under 'blocks:'",
+                             self.where)
+        drivers = self._drivers()
+        units = self._check_wires(drivers)
+        ports = self._port_graph(drivers)
+        self._check_loops(ports)
+        for name in self.hardware:
+            if name not in self.nodes:
+                raise GraphError(f"hardware binding names unknown block {name!r}"
+                                 f"{suggest(name, self.nodes)}", self.where, block=name)
+        return Checked(self, drivers, ports, units)
+
+    def _drivers(self) -> dict[tuple[str, str], Wire]:
+        drivers: dict[tuple[str, str], Wire] = {}
+        for w in self.wires:
+            if w.dst in drivers:
+                first = drivers[w.dst]
+                raise GraphError(f"input {w.dst[0]}.{w.dst[1]} has two drivers: '{first}' "
+                                 f"(at {first.where}) and '{w}'; an input takes exactly one wire "
+                                 "(use a Sum block to add signals)",
+                                 w.where, block=w.dst[0], port=w.dst[1])
+            drivers[w.dst] = w
+        for name, node in self.nodes.items():
+            for port in node.block.inputs:
+                if (name, port) not in drivers:
+                    spec = node.block.inputs[port]
+                    raise GraphError(f"input {name}.{port} ({spec.describe()}) has no driver: "
+                                     f"wire an output to it, e.g. '- source.y -> {name}.{port}'",
+                                     node.where, block=name, port=port)
+        return drivers
+
+    def _check_wires(self, drivers: dict[tuple[str, str], Wire]) -> dict[tuple[str, str], str | None]:
+        units = self._resolve_units(drivers)
+        for w in self.wires:
+            out = self.nodes[w.src[0]].block.outputs[w.src[1]]
+            inp = self.nodes[w.dst[0]].block.inputs[w.dst[1]]
+            if out.shape != inp.shape or out.dtype != inp.dtype:
+                raise GraphError(f"wire '{w}': {w.src[0]}.{w.src[1]} is {out.shape} {out.dtype} but "
+                                 f"{w.dst[0]}.{w.dst[1]} takes {inp.shape} {inp.dtype}",
+                                 w.where, block=w.dst[0], port=w.dst[1])
+            src_unit = units[w.src]
+            if src_unit is None or inp.unit is None or inp.unit.startswith("="):
+                continue
+            if dimension(src_unit) != dimension(inp.unit):
+                raise GraphError(f"unit mismatch on wire '{w}': {w.src[0]}.{w.src[1]} is in "
+                                 f"{src_unit!r} but {w.dst[0]}.{w.dst[1]} expects {inp.unit!r}",
+                                 w.where, block=w.dst[0], port=w.dst[1])
+        return units
+
+    def _resolve_units(self, drivers: dict[tuple[str, str], Wire]) -> dict[tuple[str, str], str | None]:
+        """Unit of every output, following ``"=input"`` references through wires."""
+        units: dict[tuple[str, str], str | None] = {}
+        pending = []
+        for name, node in self.nodes.items():
+            for port, spec in node.block.outputs.items():
+                if spec.unit is not None and spec.unit.startswith("="):
+                    pending.append((name, port, spec.unit[1:]))
+                    units[(name, port)] = None
+                else:
+                    self._parse_unit(spec.unit, name, port)
+                    units[(name, port)] = spec.unit
+            for port, spec in node.block.inputs.items():
+                if spec.unit is not None and not spec.unit.startswith("="):
+                    self._parse_unit(spec.unit, name, port)
+        for _ in range(len(pending)):
+            for name, port, ref in pending:
+                inp = self.nodes[name].block.inputs[ref]
+                if inp.unit is not None and not inp.unit.startswith("="):
+                    units[(name, port)] = inp.unit
+                else:
+                    units[(name, port)] = units[drivers[(name, ref)].src]
+        return units
+
+    def _parse_unit(self, unit: str | None, block: str, port: str) -> None:
+        if unit is None:
+            return
+        try:
+            dimension(unit)
+        except UnitError as exc:
+            raise GraphError(f"port {block}.{port}: {exc}", self.nodes[block].where,
+                             block=block, port=port) from None
+
+    def _port_graph(self, drivers: dict[tuple[str, str], Wire]) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for name, node in self.nodes.items():
+            for port in node.block.inputs:
+                g.add_node((name, "in", port))
+            for port, spec in node.block.outputs.items():
+                g.add_node((name, "out", port))
+                for dep in feedthrough(node.block, port):
+                    g.add_edge((name, "in", dep), (name, "out", port))
+        for w in self.wires:
+            g.add_edge((w.src[0], "out", w.src[1]), (w.dst[0], "in", w.dst[1]))
+        return g
+
+    def _check_loops(self, ports: nx.DiGraph) -> None:
+        try:
+            cycle = nx.find_cycle(ports)
+        except nx.NetworkXNoCycle:
+            return
+        nodes = [edge[0] for edge in cycle]
+        first = min(range(len(nodes)),
+                    key=lambda k: (nodes[k][1] != "out", list(self.nodes).index(nodes[k][0]),
+                                   nodes[k][2]))
+        nodes = nodes[first:] + nodes[:first]
+        hops = []
+        for k, a in enumerate(nodes):
+            b = nodes[(k + 1) % len(nodes)]
+            verb = "is wired to" if a[1] == "out" else "feeds through to"
+            lead = "  " if k == 0 else "  which "
+            hops.append(f"{lead}{a[0]}.{a[2]} {verb} {b[0]}.{b[2]}")
+        blocks = sorted({n[0] for n in nodes}, key=list(self.nodes).index)
+        where = self.nodes[nodes[0][0]].where
+        raise GraphError("algebraic loop through direct-feedthrough ports of "
+                         + ", ".join(blocks) + ":\n" + ",\n".join(hops) + ".\n"
+                         "Break it with a unit delay (a UnitDelay block) on one of these wires, "
+                         "or use a block whose output depends on state only.",
+                         where, block=nodes[0][0], port=nodes[0][2])
+
+
+def feedthrough(block: Block, output: str) -> tuple[str, ...]:
+    """Inputs that ``output`` of ``block`` depends on within the same tick."""
+    spec = block.outputs[output]
+    if spec.depends == "state":
+        return ()
+    if spec.depends is None:
+        return tuple(block.inputs)
+    unknown = [d for d in spec.depends if d not in block.inputs]
+    if unknown:
+        raise GraphError(f"{type(block).__name__}.{output} declares depends={spec.depends} but "
+                         f"has no input {unknown[0]!r}")
+    return spec.depends
+
+
+@dataclass
+class Checked:
+    """A graph that passed every check, with its drivers and port graph."""
+
+    graph: Graph
+    drivers: dict[tuple[str, str], Wire]
+    ports: nx.DiGraph
+    units: dict[tuple[str, str], str | None]
+
+
+def construct(type_name: str, cls: type[Block] | None, values: dict[str, Any], block: str,
+              where: Where, param_where: dict[str, Where] | None = None,
+              known: Iterable[str] = ()) -> Block:
+    """Build a block from its type name and parameter values, with located errors."""
+    if cls is None:
+        raise GraphError(f"unknown block type {type_name!r} for block {block!r}"
+                         f"{suggest(type_name, known)} Known types: {valid_list(known)}",
+                         where, block=block)
+    try:
+        return cls(**values)
+    except ParamError as exc:
+        at = (param_where or {}).get(exc.param, where)
+        raise GraphError(f"block {block!r} ({type_name}): {exc}", at, block=block) from None

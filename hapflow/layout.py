@@ -1,0 +1,119 @@
+"""Flat-array layout: where every signal, state, parameter and guard lives.
+
+At run time the whole graph is a handful of flat arrays: signals by dtype
+(``sf`` float64, ``si`` int64, ``sb`` bool), continuous state ``x``, discrete
+state ``d``, integer state ``m``, packed live parameters ``p``, guard values,
+and the recorder's log columns.  The symbol table maps names to slices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .graph import Checked
+
+SIGNAL_ARRAYS = {"f8": "sf", "i8": "si", "b1": "sb"}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A named region of one flat array.
+
+    Attributes
+    ----------
+    array : str
+        Array name ('sf', 'si', 'sb', 'x', 'd', 'm', 'p', 'g', 'log').
+    start, stop : int
+        Slice bounds.
+    shape : tuple of int
+        Shape of the value (for signals).
+    unit : str or None
+        SI unit (signals).
+    """
+
+    array: str
+    start: int
+    stop: int
+    shape: tuple[int, ...] = ()
+    unit: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self.stop - self.start
+
+    def code(self) -> str:
+        """Python source for the view of this slot."""
+        view = f"{self.array}[{self.start}:{self.stop}]"
+        if len(self.shape) > 1:
+            view += f".reshape({self.shape})"
+        return view
+
+
+@dataclass
+class Layout:
+    """Symbol table of a compiled graph.
+
+    ``signals`` maps ``(block, port)`` of outputs to slots; inputs read their
+    driver's slot (``inputs``).  ``blocks`` maps block name to its state and
+    parameter slots under keys 'x', 'd', 'm', 'p', 'g'.
+    """
+
+    signals: dict[tuple[str, str], Slot] = field(default_factory=dict)
+    inputs: dict[tuple[str, str], Slot] = field(default_factory=dict)
+    blocks: dict[str, dict[str, Slot]] = field(default_factory=dict)
+    log: dict[tuple[str, str], Slot] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    position_states: tuple[int, ...] = ()
+
+    def symbols(self) -> dict[str, Slot]:
+        """Every slot by dotted name: ``blk.port``, ``blk.x``, ``blk.p`` ..."""
+        table = {f"{b}.{p}": s for (b, p), s in self.signals.items()}
+        for name, slots in self.blocks.items():
+            table.update({f"{name}.{k}": s for k, s in slots.items() if s.size})
+        return table
+
+
+def build_layout(checked: Checked) -> Layout:
+    """Assign every signal, state, parameter, guard and log column a slice."""
+    graph = checked.graph
+    layout = Layout()
+    counts = dict.fromkeys(("sf", "si", "sb", "x", "d", "m", "p", "g", "log"), 0)
+
+    def take(array: str, size: int, shape: tuple[int, ...] = (), unit: str | None = None) -> Slot:
+        slot = Slot(array, counts[array], counts[array] + size, shape, unit)
+        counts[array] += size
+        return slot
+
+    positions: list[int] = []
+    for name, node in graph.nodes.items():
+        block = node.block
+        for port, spec in block.outputs.items():
+            layout.signals[(name, port)] = take(SIGNAL_ARRAYS[spec.dtype], spec.size, spec.shape,
+                                                checked.units[(name, port)])
+        x = take("x", block.cstate)
+        positions += [x.start + k for k in block.position_states]
+        layout.blocks[name] = {"x": x, "d": take("d", block.dstate), "m": take("m", block.istate),
+                               "p": take("p", block.pack().size), "g": take("g", block.nguards)}
+    for (name, port), w in checked.drivers.items():
+        layout.inputs[(name, port)] = layout.signals[w.src]
+    for key in graph.recorded:
+        sig = layout.signals[key]
+        layout.log[key] = take("log", sig.size, sig.shape, sig.unit)
+    layout.sizes = counts
+    layout.position_states = tuple(positions)
+    return layout
+
+
+def allocate(layout: Layout) -> dict[str, np.ndarray]:
+    """Zeroed run-time arrays for ``layout`` (log excluded: the scheduler sizes it)."""
+    n = layout.sizes
+    nx_, ng = n["x"], n["g"]
+    return {
+        "x": np.zeros(nx_), "d": np.zeros(n["d"]), "m": np.zeros(n["m"], dtype=np.int64),
+        "p": np.zeros(n["p"]), "sf": np.zeros(n["sf"]), "si": np.zeros(n["si"], dtype=np.int64),
+        "sb": np.zeros(n["sb"], dtype=np.bool_),
+        "work": np.zeros(5 * nx_ + 2 * ng + 16),
+        "stats": np.zeros(4, dtype=np.int64),
+    }

@@ -1,0 +1,50 @@
+"""Registry of block types by name: built-ins, user subclasses and plug-ins.
+
+Every concrete :class:`~hapflow.block.Block` subclass registers itself under
+its class name when it is defined (names starting with ``_`` are skipped).
+Plug-in packages add types through the ``hapflow.blocks`` entry-point group
+(``MyBlock = "mypkg.blocks:MyBlock"``).  YAML files name types only; nothing
+is imported from a path written in a graph file.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import entry_points
+
+_TYPES: dict[str, type] = {}
+_LOADED = False
+
+
+def register(cls: type) -> type:
+    """Register a block class under its class name (called by ``Block.__init_subclass__``)."""
+    if not cls.__name__.startswith("_"):
+        _TYPES[cls.__name__] = cls
+    return cls
+
+
+def _load() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        import_module("hapflow.blocks")
+
+
+def lookup(name: str) -> type | None:
+    """Return the block class named ``name``, or None if there is none.
+
+    Built-ins are imported on first use; an entry point of the same name is
+    loaded only if no registered class has it.
+    """
+    _load()
+    if name not in _TYPES:
+        for ep in entry_points(group="hapflow.blocks"):
+            if ep.name == name:
+                register(ep.load())
+    return _TYPES.get(name)
+
+
+def names() -> list[str]:
+    """Names of every registered block type (plug-ins included), sorted."""
+    _load()
+    plugins = {ep.name for ep in entry_points(group="hapflow.blocks")}
+    return sorted(set(_TYPES) | plugins)

@@ -1,0 +1,266 @@
+"""Offline scheduler: run the compiled kernel in chunks, stream records, report.
+
+A chunk is about one simulated second of ticks.  Between chunks Python
+drains the log buffer into the recorder (HDF5) or memory, applies live
+parameter changes, checks the state is finite, and advances the progress
+bar.  Memory stays bounded when recording to a file, however long the run.
+"""
+from __future__ import annotations
+
+import sys
+import time as _time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+from . import __version__
+from .block import ParamError
+from .compiler import Program, compile_graph
+from .errors import GraphError, SimulationError
+from .events import EVENTS, OVERFLOW
+from .graph import Graph
+from .layout import allocate
+from .recorder import Recorder
+
+
+@dataclass
+class RunResult:
+    """What a run produced.
+
+    Attributes
+    ----------
+    ticks : int
+        Ticks run.
+    wall : float
+        Wall-clock time of the run in s.
+    time : ndarray or None
+        Sample times (s) when recorded in memory.
+    signals : dict of ndarray
+        Recorded signals when recorded in memory (empty when written to a file).
+    path : Path or None
+        The HDF5 file written, if any.
+    events, event_overflows : int
+        Located events and events dropped because a tick had too many.
+    """
+
+    ticks: int
+    wall: float
+    rate: float
+    time: np.ndarray | None = None
+    signals: dict[str, np.ndarray] = field(default_factory=dict)
+    path: Path | None = None
+    events: int = 0
+    event_overflows: int = 0
+
+    @property
+    def realtime_factor(self) -> float:
+        """Simulated seconds per wall second."""
+        return (self.ticks / self.rate) / self.wall if self.wall > 0 else float("inf")
+
+    def summary(self) -> str:
+        """One line: ticks, simulated and wall time, real-time factor, events, file."""
+        line = (f"{self.ticks} ticks ({self.ticks / self.rate:g} s simulated) in "
+                f"{self.wall:.3f} s wall, real-time factor {self.realtime_factor:,.0f}x")
+        if self.events or self.event_overflows:
+            line += f", {self.events} events ({self.event_overflows} overflow)"
+        if self.path:
+            line += f" -> {self.path}"
+        return line
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.signals[name]
+
+
+class Simulation:
+    """A graph compiled and ready to run in chunks.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    interpret : bool
+        Run the generated source as plain Python (reference, debugging).
+    chunk : float
+        Simulated seconds per chunk.
+    """
+
+    def __init__(self, graph: Graph, interpret: bool = False, chunk: float = 1.0):
+        self.graph = graph
+        self.program: Program = compile_graph(graph, interpret)
+        self.layout = self.program.layout
+        self.arrays = allocate(self.layout)
+        self.chunk_ticks = max(1, int(round(chunk * graph.rate)))
+        self.log = np.zeros((self.chunk_ticks, self.layout.sizes["log"]))
+        self.tick = 0
+        for name in graph.nodes:
+            self._pack(name)
+        self._initial_state()
+        self.advance(0)  # compile, or load the machine code from the cache, now
+
+    def _pack(self, name: str) -> None:
+        slot = self.layout.blocks[name]["p"]
+        values = self.graph.nodes[name].block.pack()
+        if values.size != slot.size:
+            raise GraphError(f"block {name!r}: pack() returned {values.size} values, "
+                             f"expected {slot.size} (live parameters cannot change sizes)",
+                             block=name)
+        self.arrays["p"][slot.start:slot.stop] = values
+
+    def _initial_state(self) -> None:
+        a = self.arrays
+        for name, node in self.graph.nodes.items():
+            for key, value in zip("xdm", node.block.initial_state()):
+                slot = self.layout.blocks[name][key]
+                a[key][slot.start:slot.stop] = value
+        self.program.init_all(a["x"], a["d"], a["m"], a["p"])
+
+    def set(self, key: str, value: Any) -> None:
+        """Change live parameter ``"block.param"``; it applies from the next tick run.
+
+        Raises
+        ------
+        GraphError
+            If the block or parameter is unknown, structural, or the value invalid.
+        """
+        block, _, param = key.partition(".")
+        if block not in self.graph.nodes or not param:
+            from .errors import suggest
+            raise GraphError(f"cannot set {key!r}: write block.param with an existing block"
+                             f"{suggest(block, self.graph.nodes)}", block=block)
+        try:
+            self.graph.nodes[block].block.set(param, value)
+        except ParamError as exc:
+            raise GraphError(f"block {block!r}: {exc}", block=block) from None
+        self._pack(block)
+
+    def advance(self, n_ticks: int) -> np.ndarray:
+        """Run ``n_ticks`` (at most one chunk) and return their log rows (a view)."""
+        a = self.arrays
+        n = min(int(n_ticks), self.chunk_ticks)
+        self.program.run(n, self.tick, a["x"], a["d"], a["m"], a["p"], a["sf"], a["si"], a["sb"],
+                         a["work"], self.log, a["stats"])
+        self.tick += n
+        if not np.all(np.isfinite(a["x"])) or not np.all(np.isfinite(a["d"])):
+            raise SimulationError(self._nonfinite())
+        return self.log[:n]
+
+    def _nonfinite(self) -> str:
+        for name, slots in self.layout.blocks.items():
+            for key in "xd":
+                s = slots[key]
+                if not np.all(np.isfinite(self.arrays[key][s.start:s.stop])):
+                    return (f"block {name!r}: state became non-finite by t = "
+                            f"{self.tick / self.graph.rate:g} s; check its parameters and inputs "
+                            "(an unstable loop, a too-large step for a stiff system)")
+        return "state became non-finite"
+
+    def columns(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Split log rows into ``"block.port"`` arrays of the ports' shapes and dtypes."""
+        out = {}
+        for (block, port), col in self.layout.log.items():
+            spec = self.graph.nodes[block].block.outputs[port]
+            values = rows[:, col.start:col.stop].reshape((rows.shape[0], *spec.shape))
+            out[f"{block}.{port}"] = values.astype({"f8": np.float64, "i8": np.int64,
+                                                    "b1": np.bool_}[spec.dtype])
+        return out
+
+    def recorder(self, path: str | Path) -> Recorder:
+        """A :class:`Recorder` for this graph's recorded signals."""
+        from .yamlio import to_yaml
+        signals = {}
+        for (block, port), col in self.layout.log.items():
+            spec = self.graph.nodes[block].block.outputs[port]
+            signals[f"{block}.{port}"] = (spec.shape, spec.dtype, col.unit)
+        g = self.graph
+        return Recorder(path, signals, dict(
+            graph_yaml=to_yaml(g), graph_source=getattr(g, "source_text", None), name=g.name,
+            rate=g.rate, seed=g.seed, duration=g.duration, solver=g.solver,
+            hapflow_version=__version__, numba_version=numba.__version__,
+            interpreted=self.program.interpreted))
+
+    def run(self, duration: float | None = None, out: str | Path | None = None,
+            progress: bool | None = None) -> RunResult:
+        """Run for ``duration`` s (default: the graph's) from the current tick.
+
+        Parameters
+        ----------
+        duration : float, optional
+            Simulated seconds.
+        out : str or Path, optional
+            HDF5 file to stream records to; if None they are kept in memory.
+        progress : bool, optional
+            Show a progress bar (default: when stderr is a terminal).
+
+        Returns
+        -------
+        RunResult
+        """
+        duration = self.graph.duration if duration is None else float(duration)
+        total = int(round(duration * self.graph.rate))
+        rec = self.recorder(out) if out is not None else None
+        kept: list[dict[str, np.ndarray]] = []
+        times: list[np.ndarray] = []
+        bar = _progress(total, self.graph.rate, progress)
+        stats0 = self.arrays["stats"].copy()
+        start = _time.perf_counter()
+        status = "error"
+        done = 0
+        try:
+            while done < total:
+                tick0 = self.tick
+                rows = self.advance(min(self.chunk_ticks, total - done))
+                done += rows.shape[0]
+                t = np.arange(tick0, self.tick) / self.graph.rate
+                cols = self.columns(rows)
+                if rec is not None:
+                    rec.append(t, cols)
+                else:
+                    kept.append(cols)
+                    times.append(t)
+                bar.update(rows.shape[0])
+            status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            bar.close()
+            stats = self.arrays["stats"] - stats0
+            if rec is not None:
+                rec.close(status, events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))
+        wall = _time.perf_counter() - start
+        result = RunResult(done, wall, self.graph.rate, path=Path(out) if out else None,
+                           events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))
+        if rec is None:
+            result.time = np.concatenate(times) if times else np.zeros(0)
+            result.signals = {k: np.concatenate([c[k] for c in kept]) for k in (kept[0] if kept else {})}
+        return result
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, rate: float, show: bool | None):
+    if show is None:
+        show = sys.stderr.isatty()
+    if not show:
+        return _NoBar()
+    from tqdm import tqdm
+    return tqdm(total=total, unit=" ticks", unit_scale=True, file=sys.stderr, leave=False,
+                desc="simulating")
+
+
+def simulate(graph: Graph, duration: float | None = None, out: str | Path | None = None,
+             interpret: bool = False, **settings: Any) -> RunResult:
+    """Compile and run ``graph`` once; ``settings`` are ``{"block.param": value}``."""
+    sim = Simulation(graph, interpret=interpret)
+    for key, value in settings.items():
+        sim.set(key, value)
+    return sim.run(duration, out=out, progress=False)
