@@ -63,16 +63,19 @@ class BouncingBall(Block):
     height  : out, (1,), m       height above the floor (state only)
     vel     : out, (1,), m/s     vertical velocity, up positive (state only)
     bounces : out, (1,), i8, count   number of impacts so far (state only)
+    impact_time : out, (1,), s   time of the latest impact, located inside its tick
     """
 
     outputs = {"height": Out(1, unit="m", depends="state", doc="height above the floor"),
                "vel": Out(1, unit="m/s", depends="state", doc="vertical velocity"),
-               "bounces": Out(1, dtype="i8", unit="count", depends="state", doc="impacts so far")}
+               "bounces": Out(1, dtype="i8", unit="count", depends="state", doc="impacts so far"),
+               "impact_time": Out(1, unit="s", depends="state", doc="time of the latest impact")}
     params = {"restitution": Live(0.8, check=between(0.0, 1.0), doc="coefficient of restitution"),
               "gravity": Live(9.81, unit="m/s^2", check=positive, doc="gravitational acceleration"),
               "h0": Live(1.0, unit="m", check=nonnegative, doc="initial height"),
               "v0": Live(0.0, unit="m/s", doc="initial velocity")}
     cstate = 2
+    dstate = 1
     istate = 1
     nguards = 1
     position_states = (0,)
@@ -90,10 +93,11 @@ class BouncingBall(Block):
 
     @staticmethod
     @njit
-    def output(t, x, d, m, p, height, vel, bounces):
+    def output(t, x, d, m, p, height, vel, bounces, impact_time):
         height[0] = x[0]
         vel[0] = x[1]
         bounces[0] = m[0]
+        impact_time[0] = d[0]
 
     @staticmethod
     @njit
@@ -106,3 +110,4 @@ class BouncingBall(Block):
         x[0] = 0.0
         x[1] = -p[0] * x[1]
         m[0] += 1
+        d[0] = t

@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import os
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -67,7 +68,8 @@ def _module_text(fn: Callable) -> str:
 def fingerprint(source: str, checked: Checked, kernels: dict[str, Callable]) -> str:
     """Content hash naming the generated module."""
     h = hashlib.sha256()
-    for part in (source, numba.__version__, sys.version, _module_text(events.decide)):
+    engine = [Path(m.__file__).read_text() for m in (events, sys.modules[__name__])]
+    for part in (source, numba.__version__, sys.version, *engine):
         h.update(part.encode())
     for node in checked.graph.nodes.values():
         h.update(repr(node.block.structural_key()).encode())
@@ -118,7 +120,11 @@ def compile_graph(graph: Graph, interpret: bool = False) -> Program:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source)
         os.replace(tmp, path)
-    ns = _namespace(kernels, False, name)
-    ns["__file__"] = str(path)
-    exec(compile(source, str(path), "exec"), ns)
-    return Program(checked, schedule, layout, source, path, ns["run"], ns["init_all"], False)
+    module = sys.modules.get(name)
+    if module is None:
+        # numba's cache rebuilds a function's environment by importing its module by name
+        module = types.ModuleType(name)
+        module.__dict__.update(_namespace(kernels, False, name), __file__=str(path))
+        exec(compile(source, str(path), "exec"), module.__dict__)
+        sys.modules[name] = module
+    return Program(checked, schedule, layout, source, path, module.run, module.init_all, False)

@@ -7,11 +7,12 @@ bar.  Memory stays bounded when recording to a file, however long the run.
 """
 from __future__ import annotations
 
+import re
 import sys
 import time as _time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numba
 import numpy as np
@@ -98,7 +99,23 @@ class Simulation:
         for name in graph.nodes:
             self._pack(name)
         self._initial_state()
-        self.advance(0)  # compile, or load the machine code from the cache, now
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Compile now (or load machine code from the cache), naming the block on failure."""
+        try:
+            self.advance(0)
+        except numba.core.errors.NumbaError as exc:
+            names = list(self.graph.nodes)
+            found = sorted({int(k) for k in re.findall(r"\bb(\d+)_[a-z]+", str(exc))})
+            blocks = ", ".join(f"{names[k]!r} ({type(self.graph.nodes[names[k]].block).__name__})"
+                               for k in found if k < len(names))
+            first = str(exc).strip().splitlines()
+            raise GraphError(f"the kernels of block {blocks or '?'} do not compile: "
+                             f"{first[1] if len(first) > 1 else first[0]}\n"
+                             "Check the kernel signatures: (t, x, d, m, p, *inputs, *outputs) "
+                             "with every declared input, in declaration order "
+                             "(see hapflow/block.py).") from None
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]
@@ -182,7 +199,8 @@ class Simulation:
             interpreted=self.program.interpreted))
 
     def run(self, duration: float | None = None, out: str | Path | None = None,
-            progress: bool | None = None) -> RunResult:
+            progress: bool | None = None,
+            on_chunk: Callable[[np.ndarray, dict[str, np.ndarray]], None] | None = None) -> RunResult:
         """Run for ``duration`` s (default: the graph's) from the current tick.
 
         Parameters
@@ -193,6 +211,9 @@ class Simulation:
             HDF5 file to stream records to; if None they are kept in memory.
         progress : bool, optional
             Show a progress bar (default: when stderr is a terminal).
+        on_chunk : callable, optional
+            Called after each chunk is stored with its times (s) and signals,
+            e.g. to drain Python-side sinks or update a live plot.
 
         Returns
         -------
@@ -220,6 +241,8 @@ class Simulation:
                 else:
                     kept.append(cols)
                     times.append(t)
+                if on_chunk is not None:
+                    on_chunk(t, cols)
                 bar.update(rows.shape[0])
             status = "complete"
         except KeyboardInterrupt:

@@ -1,0 +1,148 @@
+"""The ``hapflow`` command line: run, check, blocks.
+
+Errors print one message without a traceback and exit non-zero (2 for a bad
+graph or argument, 1 for a failed run, 130 for Ctrl-C); a run that stops
+early keeps every chunk already recorded.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+from .errors import GraphError, HapflowError
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, object]:
+    out = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or "." not in key:
+            raise GraphError(f"--set {pair!r}: write block.param=value, e.g. --set pid.kp=2000")
+        out[key.strip()] = yaml.safe_load(text)
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .simulation import Simulation
+    from .yamlio import load
+    graph = load(args.graph)
+    settings = _settings(args.set)
+    sim = Simulation(graph, interpret=args.interpret)
+    for key, value in settings.items():
+        sim.set(key, value)
+    out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
+    try:
+        result = sim.run(args.duration, out=out, progress=None if args.progress else False)
+    except KeyboardInterrupt:
+        print(f"hapflow: interrupted at t = {sim.tick / graph.rate:g} s; "
+              f"the recording up to there is in {out}", file=sys.stderr)
+        return 130
+    except HapflowError as exc:
+        print(f"hapflow: error: {exc}\nthe recording up to there is in {out}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    if args.plot:
+        from .plotting import plot_recording
+        from .recorder import load as load_recording
+        plot_recording(load_recording(out), args.plot)
+        print(f"plot -> {args.plot}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .compiler import compile_graph
+    from .yamlio import load
+    graph = load(args.graph)
+    program = compile_graph(graph, interpret=True)
+    sched, layout = program.schedule, program.layout
+    print(f"{args.graph}: OK — {len(graph.nodes)} blocks, {len(graph.wires)} wires, "
+          f"rate {graph.rate:g} Hz, solver {graph.solver}")
+    print("\nexecution order (outputs):")
+    for k, call in enumerate(sched.calls):
+        node = graph.nodes[call.block]
+        tags = []
+        if call.block in sched.held:
+            tags.append(f"held, every {node.divider} tick(s)" + (f" +{node.offset}" if node.offset else ""))
+        if call in sched.chain:
+            tags.append("re-evaluated at solver stages")
+        print(f"  {k + 1:2d}. {call.block}.{{{', '.join(call.outputs)}}}"
+              + (f"  [{'; '.join(tags)}]" if tags else ""))
+    if sched.updates:
+        print("discrete updates: " + ", ".join(sched.updates))
+    if sched.continuous:
+        print("continuous states: " + ", ".join(sched.continuous))
+    if sched.hybrid:
+        print("event guards: " + ", ".join(sched.hybrid))
+    print("\nlayout:")
+    for name, slot in layout.symbols().items():
+        unit = f"  [{slot.unit}]" if slot.unit else ""
+        print(f"  {name:28s} {slot.array}[{slot.start}:{slot.stop}]{unit}")
+    if args.draw:
+        from .plotting import draw_graph
+        draw_graph(program.checked, sched, args.draw)
+        print(f"\ndiagram -> {args.draw}")
+    return 0
+
+
+def cmd_blocks(args: argparse.Namespace) -> int:
+    from . import registry
+    from .reference import reference
+    if args.name:
+        cls = registry.lookup(args.name)
+        if cls is None:
+            from .errors import suggest
+            raise GraphError(f"unknown block type {args.name!r}{suggest(args.name, registry.names())} "
+                             "Run 'hapflow blocks' for the list.")
+        print(reference(cls))
+        return 0
+    for name in registry.names():
+        cls = registry.lookup(name)
+        print(f"{name:24s} {cls.summary()}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``hapflow`` command."""
+    p = argparse.ArgumentParser(prog="hapflow", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="simulate a graph file and record its signals to HDF5")
+    run.add_argument("graph", help="YAML graph file")
+    run.add_argument("--duration", type=float, help="simulated seconds (default: the graph's)")
+    run.add_argument("--set", action="append", default=[], metavar="BLOCK.PARAM=VALUE",
+                     help="change a live parameter before running (repeatable)")
+    run.add_argument("--out", help="HDF5 recording (default: out/<graph>.h5)")
+    run.add_argument("--plot", help="also plot the recorded signals to this PNG")
+    run.add_argument("--interpret", action="store_true",
+                     help="run the generated code as plain Python (slow reference)")
+    run.add_argument("--no-progress", dest="progress", action="store_false",
+                     help="no progress bar")
+    run.set_defaults(func=cmd_run)
+    check = sub.add_parser("check", help="validate a graph; print execution order and layout")
+    check.add_argument("graph", help="YAML graph file")
+    check.add_argument("--draw", metavar="FILE.png", help="render the block diagram")
+    check.set_defaults(func=cmd_check)
+    blocks = sub.add_parser("blocks", help="block reference")
+    blocks.add_argument("name", nargs="?", help="a block type for its full reference")
+    blocks.set_defaults(func=cmd_blocks)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except HapflowError as exc:
+        print(f"hapflow: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hapflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
