@@ -1,0 +1,84 @@
+"""The hapflow command line: exit codes, one-line errors, outputs."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import hapflow as hf
+from hapflow.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "graphs" / "demo_oscillator.yaml"
+
+
+def test_run_writes_recording_and_summary(tmp_path, capsys):
+    out = tmp_path / "demo.h5"
+    code = main(["run", str(DEMO), "--duration", "0.5", "--out", str(out), "--no-progress",
+                 "--set", "drive.amplitude=0", "--plot", str(tmp_path / "demo.png")])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "500 ticks (0.5 s simulated)" in printed and "real-time factor" in printed
+    rec = hf.recorder.load(out)
+    assert rec.attrs["complete"] and rec.attrs["rate"] == 1000.0
+    assert "demo-oscillator" in rec.attrs["graph_yaml"]
+    assert rec.units["plant.pos"] == "m"
+    assert not rec["drive.y"].any()          # --set applied before the run
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+
+
+def test_bad_graph_prints_one_line_error_without_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rate: 1000\nblocks:\n  a: {type: Sine, amplitud: 1}\n")
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {bad}:3:")
+    assert "did you mean 'amplitude'?" in err and "Traceback" not in err
+
+
+def test_bad_set_names_the_key(capsys):
+    assert main(["run", str(DEMO), "--set", "plant.mas=2", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "'mas'" in err and "did you mean 'mass'?" in err
+    assert main(["run", str(DEMO), "--set", "nonsense", "--no-progress"]) == 2
+    assert "block.param=value" in capsys.readouterr().err
+
+
+def test_check_prints_order_layout_and_draws(tmp_path, capsys):
+    png = tmp_path / "d.png"
+    assert main(["check", str(DEMO), "--draw", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "execution order" in out and "filter.{y}  [held, every 4 tick(s)]" in out
+    assert "plant.x" in out and png.stat().st_size > 5_000
+
+
+def test_blocks_reference(capsys):
+    assert main(["blocks"]) == 0
+    listing = capsys.readouterr().out
+    assert "MassSpringDamper" in listing and "BouncingBall" in listing
+    assert main(["blocks", "MassSpringDamper"]) == 0
+    ref = capsys.readouterr().out
+    assert "force" in ref and "[N s/m]" in ref and "Ports" in ref
+    assert main(["blocks", "MassSpringDamp"]) == 2
+    assert "did you mean 'MassSpringDamper'?" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_the_recording(tmp_path):
+    out = tmp_path / "int.h5"
+    child = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", str(DEMO), "--interpret",
+                              "--duration", "1000", "--out", str(out), "--no-progress"],
+                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if out.exists() and out.stat().st_size > 0:
+            break
+    time.sleep(3.0)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    rec = hf.recorder.load(out)
+    assert rec.attrs["status"] == "interrupted" and not rec.attrs["complete"]
+    assert len(rec.time) >= 1000 and len(rec.time) % 1000 == 0
