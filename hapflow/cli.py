@@ -31,7 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .yamlio import load
     graph = load(args.graph)
     settings = _settings(args.set)
-    sim = Simulation(graph, interpret=args.interpret)
+    sim = Simulation(graph, interpret=args.interpret, chunk=args.chunk)
     for key, value in settings.items():
         sim.set(key, value)
     out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
@@ -116,6 +116,8 @@ def parser() -> argparse.ArgumentParser:
                      help="change a live parameter before running (repeatable)")
     run.add_argument("--out", help="HDF5 recording (default: out/<graph>.h5)")
     run.add_argument("--plot", help="also plot the recorded signals to this PNG")
+    run.add_argument("--chunk", type=float, default=1.0, metavar="S",
+                     help="simulated seconds per chunk (recorded and flushed at once; default 1)")
     run.add_argument("--interpret", action="store_true",
                      help="run the generated code as plain Python (slow reference)")
     run.add_argument("--no-progress", dest="progress", action="store_false",

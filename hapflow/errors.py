@@ -61,9 +61,16 @@ class SimulationError(HapflowError):
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:
-    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """End of a sentence naming ``word``: ``"; did you mean 'x'?"`` for a close choice, else ``"."``.
+
+    A choice that starts with ``word`` (or the reverse) counts as close, so
+    abbreviations such as ``pos`` for ``position`` are suggested too.
+    """
+    choices = list(choices)
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if not close:
+        close = [c for c in choices if c.startswith(word) or word.startswith(c)][:1]
+    return f"; did you mean {close[0]!r}?" if close else "."
 
 
 def valid_list(choices: Iterable[str]) -> str:

@@ -97,8 +97,8 @@ class Graph:
 
     def _choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
         if value not in choices:
-            raise GraphError(f"graph {key!r} must be one of {', '.join(choices)}, got {value!r}",
-                             self.where, key=key)
+            raise GraphError(f"graph {key!r} must be one of {', '.join(choices)}, got {value!r}"
+                             f"{suggest(str(value), choices)}", self.where, key=key)
         return value
 
     # ------------------------------------------------------------------ building
@@ -138,11 +138,11 @@ class Graph:
         divider = self._divider(name, rate, where)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
             raise GraphError(f"block {name!r}: offset must be an integer tick count in "
-                             f"[0, {divider - 1}], got {offset!r}", where, block=name)
+                             f"[0, {divider - 1}], got {offset!r}", where, block=name, key="offset")
         if divider > 1 and (block.cstate or block.nguards):
             raise GraphError(f"block {name!r} ({type(block).__name__}) has continuous state or "
-                             "events and runs at the base rate; remove its 'rate'",
-                             where, block=name)
+                             "events, so it must run at the base rate; remove its 'rate'",
+                             where, block=name, key="rate")
         self.nodes[name] = Node(name, block, divider, offset, rate, where)
         return block
 
@@ -152,14 +152,15 @@ class Graph:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) \
                 or not math.isfinite(rate) or rate <= 0:
             raise GraphError(f"block {name!r}: rate must be a number > 0 in Hz, got {rate!r}",
-                             where, block=name)
+                             where, block=name, key="rate")
         ratio = self.rate / rate
         divider = round(ratio)
         if divider < 1 or abs(ratio - divider) > 1e-9 * ratio:
-            valid = [self.rate / k for k in range(1, 9) if self.rate / k >= 1]
+            valid = [v for v in (self.rate / k for k in range(1, 1001))
+                     if float(f"{v:g}") == v][:10]
             raise GraphError(f"block {name!r}: rate {rate:g} Hz is not an integer divisor of the "
                              f"base rate {self.rate:g} Hz; valid rates include "
-                             + ", ".join(f"{v:g}" for v in valid), where, block=name)
+                             + ", ".join(f"{v:g}" for v in valid), where, block=name, key="rate")
         return divider
 
     def port(self, ref: str, direction: str, where: Where | None = None) -> tuple[str, str]:
@@ -187,7 +188,7 @@ class Graph:
             other = b.inputs if direction == "out" else b.outputs
             side = "output" if direction == "out" else "input"
             hint = (f"; {port!r} is an {'input' if direction == 'out' else 'output'}, "
-                    f"on the other side of the wire") if port in other else suggest(port, ports)
+                    f"on the other side of the wire.") if port in other else suggest(port, ports)
             raise GraphError(f"block {block!r} ({type(b).__name__}) has no {side} port "
                              f"{port!r}{hint} Valid {side}s: {valid_list(ports)}",
                              where, block=block, port=port)
@@ -332,14 +333,18 @@ class Graph:
                     key=lambda k: (nodes[k][1] != "out", list(self.nodes).index(nodes[k][0]),
                                    nodes[k][2]))
         nodes = nodes[first:] + nodes[:first]
+        wires = {(w.src, w.dst): w for w in self.wires}
         hops = []
         for k, a in enumerate(nodes):
             b = nodes[(k + 1) % len(nodes)]
-            verb = "is wired to" if a[1] == "out" else "feeds through to"
-            lead = "  " if k == 0 else "  which "
-            hops.append(f"{lead}{a[0]}.{a[2]} {verb} {b[0]}.{b[2]}")
-        blocks = sorted({n[0] for n in nodes}, key=list(self.nodes).index)
-        where = self.nodes[nodes[0][0]].where
+            if a[1] == "out":
+                line = wires[((a[0], a[2]), (b[0], b[2]))].where.line
+                hop = f"is wired to {b[0]}.{b[2]}" + (f" (line {line})" if line else "")
+            else:
+                hop = f"feeds through to {b[0]}.{b[2]}"
+            hops.append(f"  {a[0]}.{a[2]} {hop}" if k == 0 else f"  which {hop}")
+        blocks = list(dict.fromkeys(n[0] for n in nodes))
+        where = wires[((nodes[0][0], nodes[0][2]), (nodes[1][0], nodes[1][2]))].where
         raise GraphError("algebraic loop through direct-feedthrough ports of "
                          + ", ".join(blocks) + ":\n" + ",\n".join(hops) + ".\n"
                          "Break it with a unit delay (a UnitDelay block) on one of these wires, "

@@ -20,6 +20,7 @@ block types come from :mod:`hapflow.registry`, never from import paths.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ import yaml
 from . import registry
 from .errors import GraphError, Where, suggest, valid_list
 from .graph import Graph, construct
+
+class _Loader(yaml.SafeLoader):
+    """Safe loader that also reads YAML 1.2 floats such as ``1e4`` and ``2.5e-1`` as numbers."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 TOP_KEYS = ("name", "rate", "duration", "seed", "solver", "events", "max_events",
             "blocks", "wires", "record", "hardware")
@@ -39,11 +49,14 @@ class _Reader:
         self.file = file
         self.constructor = yaml.constructor.SafeConstructor()
         try:
-            self.root = yaml.compose(text, Loader=yaml.SafeLoader)
+            self.root = yaml.compose(text, Loader=_Loader)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark else None
             problem = getattr(exc, "problem", None) or str(exc)
+            context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+            if context and start:
+                problem += f" ({context} that starts at line {start.line + 1})"
             raise GraphError(f"YAML syntax error: {problem}", Where(file, line)) from None
 
     def at(self, node: yaml.Node) -> Where:
@@ -115,6 +128,9 @@ def loads(text: str, file: str | None = None) -> Graph:
     graph.source_text = text
     if "blocks" in top:
         _blocks(r, graph, top["blocks"][1])
+    if not graph.nodes:
+        at = r.at(top["blocks"][0]) if "blocks" in top else Where(file, 1)
+        raise GraphError("the graph is empty: add at least one block under 'blocks:'", at)
     for item in r.sequence(top["wires"][1], "wires") if "wires" in top else []:
         wire = r.value(item)
         if not isinstance(wire, str):
@@ -146,12 +162,23 @@ def _blocks(r: _Reader, graph: Graph, node: yaml.Node) -> None:
         if "type" not in fields:
             raise GraphError(f"block {name!r} has no 'type' (one of: {valid_list(registry.names())})",
                              where, block=name)
-        type_name = fields["type"]
+        type_name = str(fields["type"])
+        cls = registry.lookup(type_name)
         values = {k: v for k, v in fields.items() if k not in BLOCK_KEYS}
-        block = construct(str(type_name), registry.lookup(str(type_name)), values, name,
-                          param_where.get("type", where), param_where, registry.names())
-        graph.add(name, block, rate=fields.get("rate"), offset=fields.get("offset", 0),
-                  where=where)
+        for key in values:
+            if cls is not None and key not in cls.params:
+                valid = (*BLOCK_KEYS, *cls.params)
+                raise GraphError(f"block {name!r} ({type_name}): unknown parameter {key!r}"
+                                 f"{suggest(key, valid)} Valid parameters of {type_name}: "
+                                 f"{valid_list(cls.params)} (and the block keys "
+                                 f"{', '.join(BLOCK_KEYS)})", param_where[key], block=name)
+        block = construct(type_name, cls, values, name, param_where.get("type", where),
+                          param_where, registry.names())
+        try:
+            graph.add(name, block, rate=fields.get("rate"), offset=fields.get("offset", 0),
+                      where=where)
+        except GraphError as exc:
+            raise GraphError(exc.message, param_where.get(exc.key, where), block=name) from None
 
 
 def load(path: str | Path) -> Graph:
