@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hapflow.block import Block
+from hapflow.block import Block, ParamError
 from hapflow.params import Live, Structural, at_least
 from hapflow.ports import In, Out
 
@@ -46,7 +46,7 @@ class Sum(Block):
 
     Ports
     -----
-    u1, u2, ... : in, (n,), any unit (one input per sign)
+    u1, u2, ... : in, (n,), any unit; u2, ... must have the unit of u1 (one input per sign)
     y           : out, (n,), unit of u1
     """
 
@@ -55,7 +55,8 @@ class Sum(Block):
               "size": _SIZE}
 
     def configure(self) -> None:
-        self.inputs = {f"u{k + 1}": In(self.size, doc=f"input {k + 1} ({s})")
+        self.inputs = {f"u{k + 1}": In(self.size, unit=None if k == 0 else "=u1",
+                                       doc=f"input {k + 1} ({s}), in the unit of u1")
                        for k, s in enumerate(self.signs)}
         self.outputs = {"y": Out(self.size, unit="=u1", doc="signed sum")}
 
@@ -123,12 +124,31 @@ class Saturation(Block):
               "size": _SIZE}
 
     def configure(self) -> None:
-        if self.lower > self.upper:
-            from hapflow.block import ParamError
-            raise ParamError("lower", f"parameter 'lower' ({self.lower}) must be <= 'upper' "
-                                      f"({self.upper})")
+        self._check_limits("lower")
         self.inputs = {"u": In(self.size, doc="input")}
         self.outputs = {"y": Out(self.size, unit="=u", doc="clipped input")}
+
+    def _check_limits(self, name: str) -> None:
+        if self.lower > self.upper:
+            raise ParamError(name, f"parameter 'lower' ({self.lower}) must be <= 'upper' "
+                                   f"({self.upper})")
+
+    def set(self, name: str, value: object) -> None:
+        """Change a live parameter, keeping ``lower <= upper`` (move the limits in order).
+
+        Raises
+        ------
+        ParamError
+            As :meth:`Block.set`, or if the change would make ``lower > upper``
+            (the old value is kept).
+        """
+        old = self.values.get(name)
+        super().set(name, value)
+        try:
+            self._check_limits(name)
+        except ParamError:
+            self.values[name] = old
+            raise
 
     @staticmethod
     @njit

@@ -40,6 +40,6 @@ class Integrator(Block):
 
     @staticmethod
     @njit
-    def output(t, x, d, m, p, y):
+    def output(t, x, d, m, p, u, y):
         for j in range(y.size):
             y[j] = x[j]

@@ -35,7 +35,7 @@ class UnitDelay(Block):
 
     @staticmethod
     @njit
-    def output(t, x, d, m, p, y):
+    def output(t, x, d, m, p, u, y):
         for j in range(y.size):
             y[j] = d[j]
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 from numba import njit
 
-from hapflow.block import Block
+from hapflow.block import Block, ParamError
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import Out
 
@@ -32,10 +32,29 @@ class Constant(Block):
     y : out, (n,), unit    the value (n = number of values)
     """
 
-    params = {"value": Live(0.0, kind="floats", doc="value(s)"), "unit": _UNIT}
+    params = {"value": Live((0.0,), kind="floats", doc="value(s)"), "unit": _UNIT}
 
     def configure(self) -> None:
         self.outputs = {"y": Out(len(self.value), unit=self.unit, depends="state", doc="the value")}
+
+    def set(self, name: str, value: object) -> None:
+        """Change a live parameter; ``value`` must keep its number of elements.
+
+        Raises
+        ------
+        ParamError
+            As :meth:`Block.set`, or if the new ``value`` has another length
+            (the output size is baked in; the old value is kept).
+        """
+        size = self.outputs["y"].size
+        old = self.values.get(name)
+        super().set(name, value)
+        if name == "value" and len(self.value) != size:
+            got = len(self.value)
+            self.values[name] = old
+            raise ParamError(name, f"parameter 'value' must keep its {size} element(s), got "
+                                   f"{got}: the output size is fixed when the block is "
+                                   "built, so rebuild the graph to change it")
 
     @staticmethod
     @njit

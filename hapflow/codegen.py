@@ -219,15 +219,18 @@ class Generator:
         for block in self.graph.nodes:
             if "init" in self.graph.nodes[block].block.kernels():
                 body.emit(1, f"{self.kernel(block, 'init')}({self._state(block)})")
+        for call in self.schedule.calls:       # held outputs start from the initial state
+            if call.block in self.schedule.held:
+                body.emit(1, self._call_output(call, "0.0"))
         src = _Source()
-        src.emit(0, "@jit", "def init_all(x, d, m, p):")
+        src.emit(0, "@jit", "def init_all(x, d, m, p, sf, si, sb):")
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
         src.lines += body.lines
         src.emit(1, "return 0")
         return src
 
     def generate(self) -> str:
-        """The module source: ``init_all(x, d, m, p)`` and ``run(...)``."""
+        """The module source: ``init_all(x, d, m, p, sf, si, sb)`` and ``run(...)``."""
         init = self._init()
         self.views = {}
         tick = self._tick()

@@ -269,12 +269,17 @@ class Graph:
                                  f"{w.dst[0]}.{w.dst[1]} takes {inp.shape} {inp.dtype}",
                                  w.where, block=w.dst[0], port=w.dst[1])
             src_unit = units[w.src]
-            if src_unit is None or inp.unit is None or inp.unit.startswith("="):
+            expected, why = inp.unit, ""
+            if expected is not None and expected.startswith("="):
+                ref = expected[1:]
+                expected = units[drivers[(w.dst[0], ref)].src]
+                why = f" (the unit of {w.dst[0]}.{ref})"
+            if src_unit is None or expected is None:
                 continue
-            if dimension(src_unit) != dimension(inp.unit):
+            if dimension(src_unit) != dimension(expected):
                 raise GraphError(f"unit mismatch on wire '{w}': {w.src[0]}.{w.src[1]} is in "
-                                 f"{src_unit!r} but {w.dst[0]}.{w.dst[1]} expects {inp.unit!r}",
-                                 w.where, block=w.dst[0], port=w.dst[1])
+                                 f"{src_unit!r} but {w.dst[0]}.{w.dst[1]} expects "
+                                 f"{expected!r}{why}", w.where, block=w.dst[0], port=w.dst[1])
         return units
 
     def _resolve_units(self, drivers: dict[tuple[str, str], Wire]) -> dict[tuple[str, str], str | None]:

@@ -56,6 +56,8 @@ class Param:
         ValueError
             With a message saying what would be valid.
         """
+        if value is None and self.default is None:
+            return None
         converted = _CONVERT[self.kind](value)
         if self.check is not None:
             problem = self.check(converted)

@@ -132,7 +132,7 @@ class Simulation:
             for key, value in zip("xdm", node.block.initial_state()):
                 slot = self.layout.blocks[name][key]
                 a[key][slot.start:slot.stop] = value
-        self.program.init_all(a["x"], a["d"], a["m"], a["p"])
+        self.program.init_all(a["x"], a["d"], a["m"], a["p"], a["sf"], a["si"], a["sb"])
 
     def set(self, key: str, value: Any) -> None:
         """Change live parameter ``"block.param"``; it applies from the next tick run.
@@ -147,11 +147,15 @@ class Simulation:
             from .errors import suggest
             raise GraphError(f"cannot set {key!r}: write block.param with an existing block"
                              f"{suggest(block, self.graph.nodes)}", block=block)
+        target = self.graph.nodes[block].block
+        old = target.values.get(param)
         try:
-            self.graph.nodes[block].block.set(param, value)
-        except ParamError as exc:
+            target.set(param, value)
+            self._pack(block)
+        except (ParamError, GraphError) as exc:
+            if param in target.values:
+                target.values[param] = old
             raise GraphError(f"block {block!r}: {exc}", block=block) from None
-        self._pack(block)
 
     def advance(self, n_ticks: int) -> np.ndarray:
         """Run ``n_ticks`` (at most one chunk) and return their log rows (a view)."""

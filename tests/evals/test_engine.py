@@ -174,3 +174,28 @@ def test_run_killed_with_sigkill_leaves_readable_file_with_completed_chunks(tmp_
     reference = hf.Simulation(mixed_graph()).run(n / 1000.0)
     for name in reference.signals:
         assert np.array_equal(rec[name], reference[name]), name
+
+
+def test_blocks_without_unit_round_trip_through_yaml():
+    g = hf.Graph(rate=100)
+    g.add("c", hf.blocks.Constant(value=[1.0, 2.0]))
+    g.add("s", hf.blocks.Step(time=0.05))
+    g.record("c.y", "s.y")
+    loaded = hf.loads(hf.to_yaml(g))
+    assert loaded.nodes["c"].block.unit is None and loaded.nodes["c"].block.value == (1.0, 2.0)
+    assert hf.to_yaml(loaded) == hf.to_yaml(g)
+
+
+def test_sum_inputs_must_share_a_unit():
+    g = hf.Graph(rate=100)
+    g.add("f", hf.blocks.Constant(value=1.0, unit="N"))
+    g.add("x", hf.blocks.Constant(value=1.0, unit="m"))
+    g.add("s", Sum(signs="+-"))
+    g.wire("f.y -> s.u1")
+    g.wire("x.y -> s.u2")
+    try:
+        g.check()
+    except hf.GraphError as err:
+        assert "'m'" in str(err) and "expects 'N' (the unit of s.u1)" in str(err)
+    else:
+        raise AssertionError("a sum of N and m was accepted")
