@@ -47,7 +47,7 @@ RATE = 4000.0
 DURATION = 10.0
 CHIRP = dict(amplitude=0.020, f_start=1.0, f_end=4.0, sweep_time=10.0)
 RESOLUTION = 5e-6
-PID = dict(kp=32000.0, ki=200000.0, kd=240.0, deriv_cutoff=300.0, sample_rate=RATE,
+PID = dict(kp=32000.0, ki=200000.0, kd=240.0, deriv_cutoff=300.0,
            mass_ff=0.581, friction_ff=0.0, friction_smooth_vel=1e-3, limit=60.0)
 MOTOR = dict(bandwidth=29.0, peak_force=60.0)
 DEVICE = dict(mass=0.581, damping=11.5, k_inner=1500.0, k_outer=6000.0, x_transition=0.010,
@@ -149,7 +149,7 @@ def make_handwritten():
             xv = xv + (th / 6.0) * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
         return 0
 
-    ts = 1.0 / PID["sample_rate"]
+    ts = 1.0 / RATE
     fa = math.exp(-2.0 * math.pi * PID["deriv_cutoff"] * ts)
     q = np.array([CHIRP["amplitude"], CHIRP["f_start"], CHIRP["f_end"], CHIRP["sweep_time"],
                   RESOLUTION,

@@ -38,7 +38,7 @@ class PIDFeedforward(Block):
     A held block: it has an ``update`` kernel and no continuous state, so its
     output is computed at its sample hits and held (zero-order hold) in
     between and during solver stages.  At sample ``k`` (sample time
-    ``Ts = 1 / sample_rate``)::
+    ``Ts`` the sample time)::
 
         e[k]    = ref_pos[k] - meas_pos[k]
         vf[k]   = a vf[k-1] + (1 - a) (meas_pos[k] - meas_pos[k-1]) / Ts,
@@ -62,10 +62,8 @@ class PIDFeedforward(Block):
     measured velocity is taken as 0 (no kick from the initial position).
     In z-transform terms ``vf = (1 - a)/Ts (1 - z^-1)/(1 - a z^-1) meas_pos``.
 
-    The block cannot see the rate it runs at, so the sample rate is the live
-    parameter ``sample_rate``: set it to the graph rate divided by the
-    block's divider (the default, 4000 Hz, is the rig's loop rate).  It
-    scales the integral and the derivative filter.
+    ``Ts`` is the block's sample time (graph rate and the block's ``rate``),
+    set when the block is added to a graph.
 
     Ports
     -----
@@ -89,8 +87,6 @@ class PIDFeedforward(Block):
               "kd": Live(0.0, unit="N s/m", check=nonnegative, doc="derivative gain"),
               "deriv_cutoff": Live(200.0, unit="Hz", check=positive,
                                    doc="cut-off of the low-pass on the measured velocity"),
-              "sample_rate": Live(4000.0, unit="Hz", check=positive,
-                                  doc="rate the block runs at (graph rate / divider)"),
               "mass_ff": Live(0.0, unit="kg", check=nonnegative,
                               doc="inertia feed-forward: mass_ff * ref_acc"),
               "friction_ff": Live(0.0, unit="N", check=nonnegative,
@@ -102,7 +98,7 @@ class PIDFeedforward(Block):
     istate = 1
 
     def pack(self) -> np.ndarray:
-        ts = 1.0 / self.sample_rate
+        ts = self.sample_time
         a = math.exp(-2.0 * math.pi * self.deriv_cutoff * ts)
         return np.array([self.kp, self.ki, self.kd, ts, a, (1.0 - a) / ts, self.mass_ff,
                          self.friction_ff, self.friction_smooth_vel, self.limit])

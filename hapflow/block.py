@@ -75,6 +75,12 @@ class Block:
     position_states: tuple[int, ...] = ()
     """Indices of continuous states integrated after the others by
     semi-implicit Euler (positions whose derivative is a velocity state)."""
+    random_streams: int = 0
+    """Number of random streams (see :mod:`hapflow.rng`); stream k lives in
+    ``m[istate + k]`` and is seeded from the graph seed and the block name."""
+    sample_time: float | None = None
+    """Time between the block's sample hits in s, set when it is added to a
+    graph (so :meth:`pack` can discretise with it)."""
 
     output: ClassVar[Callable | None] = None
     update: ClassVar[Callable | None] = None
@@ -172,7 +178,8 @@ class Block:
                 tuple((n, repr(self.values[n])) for n, s in self.params.items() if not s.live),
                 tuple((n, p) for n, p in self.inputs.items()),
                 tuple((n, p) for n, p in self.outputs.items()),
-                self.cstate, self.dstate, self.istate, self.nguards, self.position_states)
+                self.cstate, self.dstate, self.istate, self.random_streams, self.nguards,
+                self.position_states)
 
     @classmethod
     def summary(cls) -> str:

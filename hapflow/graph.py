@@ -143,6 +143,7 @@ class Graph:
             raise GraphError(f"block {name!r} ({type(block).__name__}) has continuous state or "
                              "events, so it must run at the base rate; remove its 'rate'",
                              where, block=name, key="rate")
+        block.sample_time = divider / self.rate
         self.nodes[name] = Node(name, block, divider, offset, rate, where)
         return block
 

@@ -94,7 +94,7 @@ def build_layout(checked: Checked) -> Layout:
                                                 checked.units[(name, port)])
         x = take("x", block.cstate)
         positions += [x.start + k for k in block.position_states]
-        layout.blocks[name] = {"x": x, "d": take("d", block.dstate), "m": take("m", block.istate),
+        layout.blocks[name] = {"x": x, "d": take("d", block.dstate), "m": take("m", block.istate + block.random_streams),
                                "p": take("p", block.pack().size), "g": take("g", block.nguards)}
     for (name, port), w in checked.drivers.items():
         layout.inputs[(name, port)] = layout.signals[w.src]

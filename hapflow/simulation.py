@@ -25,6 +25,7 @@ from .events import EVENTS, OVERFLOW
 from .graph import Graph
 from .layout import allocate
 from .recorder import Recorder
+from .rng import stream_seeds
 
 
 @dataclass
@@ -129,9 +130,14 @@ class Simulation:
     def _initial_state(self) -> None:
         a = self.arrays
         for name, node in self.graph.nodes.items():
-            for key, value in zip("xdm", node.block.initial_state()):
+            block = node.block
+            for key, value in zip("xdm", block.initial_state()):
                 slot = self.layout.blocks[name][key]
-                a[key][slot.start:slot.stop] = value
+                a[key][slot.start:slot.start + len(value)] = value
+            if block.random_streams:
+                m = self.layout.blocks[name]["m"]
+                a["m"][m.start + block.istate:m.stop] = stream_seeds(self.graph.seed, name,
+                                                                     block.random_streams)
         self.program.init_all(a["x"], a["d"], a["m"], a["p"], a["sf"], a["si"], a["sb"])
 
     def set(self, key: str, value: Any) -> None:

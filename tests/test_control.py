@@ -51,7 +51,7 @@ def test_proportional_loop_on_an_integrator_matches_discrete_closed_form():
     g.add("ref", Constant(value=r_, unit="m"))
     g.add("zv", Constant(value=0.0, unit="m/s"))
     g.add("za", Constant(value=0.0, unit="m/s^2"))
-    g.add("pid", PIDFeedforward(kp=kp, sample_rate=rate, limit=100.0))
+    g.add("pid", PIDFeedforward(kp=kp, limit=100.0))
     g.add("plant", Integrator(unit="m"))
     for w in ("ref.y -> pid.ref_pos", "zv.y -> pid.ref_vel", "za.y -> pid.ref_acc",
               "plant.y -> pid.meas_pos", "pid.force_cmd -> plant.u"):
@@ -89,7 +89,7 @@ def test_feed_forward_terms_are_exact():
 def test_derivative_filter_matches_lfilter_of_its_discretisation():
     rate, fc = 4000.0, 150.0
     meas = Sine(amplitude=0.003, frequency=17.0, phase=0.7, offset=0.001, unit="m")
-    g = pid_graph(PIDFeedforward(kd=1.0, deriv_cutoff=fc, sample_rate=rate, limit=1e3),
+    g = pid_graph(PIDFeedforward(kd=1.0, deriv_cutoff=fc, limit=1e3),
                   meas=meas, rate=rate, duration=0.5)
     g.record("src_meas_pos.y")
     r = hf.Simulation(g).run()
@@ -118,7 +118,7 @@ def test_no_derivative_kick_on_a_reference_step():
 def test_integrator_stops_when_saturated_and_recovers_at_once():
     """ref 1 m then -1 m at t = 1 s, meas 0: u = kp e + ki I clipped to 50 N."""
     rate, kp, ki, lim = 1000.0, 10.0, 100.0, 50.0
-    g = pid_graph(PIDFeedforward(kp=kp, ki=ki, limit=lim, sample_rate=rate),
+    g = pid_graph(PIDFeedforward(kp=kp, ki=ki, limit=lim),
                   ref=Step(time=1.0, initial=1.0, final=-1.0, unit="m"), rate=rate,
                   duration=2.0)
     sim = hf.Simulation(g)
@@ -150,7 +150,7 @@ def test_integrator_stops_when_saturated_and_recovers_at_once():
 def test_integrator_keeps_integrating_when_error_opposes_saturation():
     """Feed-forward saturates the output upwards while the error is negative: I decreases."""
     rate = 1000.0
-    g = pid_graph(PIDFeedforward(kp=1.0, ki=10.0, mass_ff=1.0, limit=5.0, sample_rate=rate),
+    g = pid_graph(PIDFeedforward(kp=1.0, ki=10.0, mass_ff=1.0, limit=5.0),
                   ref=Constant(value=-0.1, unit="m"), acc=Constant(value=100.0, unit="m/s^2"),
                   rate=rate, duration=0.5)
     sim = hf.Simulation(g)
@@ -162,7 +162,7 @@ def test_integrator_keeps_integrating_when_error_opposes_saturation():
 def test_held_at_a_slower_rate():
     """At 1 kHz in a 4 kHz graph the output changes only at every 4th tick."""
     ref = Sine(amplitude=0.01, frequency=5.0, unit="m")
-    g = pid_graph(PIDFeedforward(kp=1000.0, ki=100.0, sample_rate=1000.0), ref=ref,
+    g = pid_graph(PIDFeedforward(kp=1000.0, ki=100.0), ref=ref,
                   rate=4000.0, duration=0.1, pid_rate=1000.0)
     g.record("src_ref_pos.y")
     r = hf.Simulation(g).run()
@@ -197,7 +197,7 @@ def test_closed_loop_compiled_equals_interpreted():
 
 
 @pytest.mark.parametrize("name, value", [("kp", -1.0), ("limit", 0.0), ("deriv_cutoff", 0.0),
-                                         ("sample_rate", -4000.0), ("friction_smooth_vel", 0.0)])
+                                         ("friction_smooth_vel", 0.0)])
 def test_pid_rejects_bad_parameters(name, value):
     with pytest.raises(ParamError, match=name):
         PIDFeedforward(**{name: value})
