@@ -94,7 +94,7 @@ class PIDFeedforward(Block):
               "friction_smooth_vel": Live(1e-3, unit="m/s", check=positive,
                                           doc="velocity scale of tanh in the friction feed-forward"),
               "limit": Live(60.0, unit="N", check=positive, doc="output saturation")}
-    dstate = 3
+    dstate = 6      # I, last measurement, vf; then u_unsat, e, vf of this sample (work)
     istate = 1
 
     def pack(self) -> np.ndarray:
@@ -108,14 +108,17 @@ class PIDFeedforward(Block):
     def output(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, force_cmd):
         u, u_unsat, e, vf = _pid_law(d, m, p, ref_pos[0], ref_vel[0], ref_acc[0], meas_pos[0])
         force_cmd[0] = u
+        d[3] = u_unsat       # work entries for update (the engine calls output first)
+        d[4] = e
+        d[5] = vf
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos):
-        u, u_unsat, e, vf = _pid_law(d, m, p, ref_pos[0], ref_vel[0], ref_acc[0], meas_pos[0])
+        u_unsat, e = d[3], d[4]
         windup = (u_unsat > p[_LIM] and e > 0.0) or (u_unsat < -p[_LIM] and e < 0.0)
         if not windup:
             d[0] += p[_TS] * e
         d[1] = meas_pos[0]
-        d[2] = vf
+        d[2] = d[5]
         m[0] = 1

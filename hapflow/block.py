@@ -17,6 +17,12 @@ array view; ``t`` is the time in s)::
 integer state (a hybrid block keeps its mode in ``m[0]``), ``p`` the packed
 live parameters (see :meth:`Block.pack`).  Inputs and outputs come in the
 order they are declared.
+
+Outputs must be a pure function of (t, x, d, m, p, inputs): the engine may
+call ``output`` more than once per tick.  A block with an ``update`` may
+still keep work entries in ``d`` that ``output`` writes and ``update`` reads
+(saving a second evaluation of its law): at every sample hit ``output`` runs
+before ``update``, and ``output`` must not read those entries.
 """
 from __future__ import annotations
 
@@ -153,6 +159,22 @@ class Block:
     def kernels(self) -> dict[str, Callable]:
         """The block's kernels by name (override to specialise on structural parameters)."""
         return {k: getattr(type(self), k) for k in KERNELS if getattr(type(self), k) is not None}
+
+    def signature_problem(self) -> str | None:
+        """Describe a kernel whose parameters do not match the ports, or None."""
+        ins, outs = list(self.inputs), list(self.outputs)
+        expected = {"output": [*ins, *outs], "update": ins, "deriv": [*ins, "dx"],
+                    "guard": [*ins, "g"], "reset": [*ins, "k"]}
+        for kind, fn in self.kernels().items():
+            py = getattr(fn, "py_func", fn)
+            names = list(inspect.signature(py).parameters)
+            want = ["x", "d", "m", "p"] if kind == "init" else ["t", "x", "d", "m", "p", *expected[kind]]
+            variadic = any(q.kind is inspect.Parameter.VAR_POSITIONAL
+                           for q in inspect.signature(py).parameters.values())
+            if (len(names) != len(want)) if not variadic else (len(names) - 1 > len(want)):
+                return (f"kernel {kind}{tuple(names)} of {type(self).__name__} must take "
+                        f"({', '.join(want)}): every input, then every output, in declaration order")
+        return None
 
     def set(self, name: str, value: Any) -> None:
         """Change a live parameter (takes effect at the next chunk).

@@ -21,6 +21,7 @@ kernels' ``py_func``): the names ``jit`` and the kernels are injected by
 from __future__ import annotations
 
 from .graph import Checked
+from .inline import ArrayArg, ExprArg, inline
 from .layout import Layout, Slot
 from .schedule import Call, Schedule
 
@@ -42,7 +43,10 @@ class _Source:
 class Generator:
     """Writes the kernel source for a checked, scheduled and laid-out graph."""
 
-    def __init__(self, checked: Checked, schedule: Schedule, layout: Layout):
+    def __init__(self, checked: Checked, schedule: Schedule, layout: Layout, inline: bool = True):
+        self.inline = inline
+        self.globals: dict[str, object] = {}
+        self.sites = 0
         self.graph = checked.graph
         self.schedule = schedule
         self.layout = layout
@@ -64,24 +68,53 @@ class Generator:
     def _slot(self, prefix: str, slot: Slot) -> str:
         return self._view(f"{prefix}{slot.array}_{slot.start}_{slot.stop}", slot.code())
 
-    def _state(self, block: str) -> str:
+    def _slot_arg(self, slot: Slot) -> ArrayArg:
+        return ArrayArg(slot.array, slot.start, slot.size)
+
+    def _arguments(self, block: str, t: str, extra: list) -> list:
         slots = self.layout.blocks[block]
-        return ", ".join(self._slot("v_", slots[k]) for k in "xdmp")
+        node = self.graph.nodes[block].block
+        ins = [self._slot_arg(self.layout.inputs[(block, port)]) for port in node.inputs]
+        return [ExprArg(t), *(self._slot_arg(slots[k]) for k in "xdm"), self._slot_arg(slots["p"]),
+                *ins, *extra]
 
-    def _inputs(self, block: str) -> list[str]:
-        spec = self.graph.nodes[block].block.inputs
-        return [self._slot("v_", self.layout.inputs[(block, port)]) for port in spec]
-
-    def _outputs(self, block: str) -> list[str]:
+    def _outputs(self, block: str) -> list[ArrayArg]:
         spec = self.graph.nodes[block].block.outputs
-        return [self._slot("v_", self.layout.signals[(block, port)]) for port in spec]
+        return [self._slot_arg(self.layout.signals[(block, port)]) for port in spec]
 
-    def _args(self, block: str, t: str, *extra: str) -> str:
-        return ", ".join([t, self._state(block), *self._inputs(block), *extra])
-
-    def _part(self, array: str, block: str, key: str) -> str:
+    def _part(self, array: str, block: str, key: str) -> ArrayArg:
         slot = self.layout.blocks[block][key]
-        return self._view(f"{array}_{slot.start}_{slot.stop}", f"{array}[{slot.start}:{slot.stop}]")
+        return ArrayArg(array, slot.start, slot.size)
+
+    def _resolve(self, name: str, value: object) -> str:
+        alias = f"g_{name}"
+        k = 1
+        while alias in self.globals and self.globals[alias] is not value:
+            k += 1
+            alias = f"g_{name}_{k}"
+        self.globals[alias] = value
+        return alias
+
+    def _invoke(self, block: str, kind: str, t: str, *extra) -> list[str]:
+        """Lines running ``kind`` of ``block``: its inlined body, or a call on views."""
+        args = self._arguments(block, t, list(extra))
+        fn = self.graph.nodes[block].block.kernels()[kind]
+        self.sites += 1
+        multi_dim = any(len(self.graph.nodes[block].block.inputs[p].shape) > 1
+                        for p in self.graph.nodes[block].block.inputs) or any(
+            len(o.shape) > 1 for o in self.graph.nodes[block].block.outputs.values())
+        marker = f"# {block}.{kind}"
+        if self.inline and not multi_dim:
+            lines = inline(fn, args, f"c{self.sites}_", self._resolve, self._arg_code)
+            if lines is not None:
+                return [marker, *lines]
+        return [marker, f"{self.kernel(block, kind)}({', '.join(self._arg_code(a) for a in args)})"]
+
+    def _arg_code(self, arg) -> str:
+        if isinstance(arg, ExprArg):
+            return arg.code
+        slot = Slot(arg.array, arg.start, arg.start + arg.size)
+        return self._view(f"v_{arg.array}_{arg.start}_{arg.start + arg.size}", slot.code())
 
     # ------------------------------------------------------------ pieces
     def _hit(self, block: str) -> str | None:
@@ -90,37 +123,35 @@ class Generator:
             return None
         return f"if (i - {node.offset}) % {node.divider} == 0:"
 
-    def _guarded(self, src: _Source, depth: int, block: str, line: str) -> None:
+    def _guarded(self, src: _Source, depth: int, block: str, lines: list[str]) -> None:
         hit = self._hit(block)
         if hit:
             src.emit(depth, hit)
-            src.emit(depth + 1, line)
+            src.emit(depth + 1, *lines)
         else:
-            src.emit(depth, line)
+            src.emit(depth, *lines)
 
-    def _call_output(self, call: Call, t: str) -> str:
-        return f"{self.kernel(call.block, 'output')}({self._args(call.block, t, *self._outputs(call.block))})"
+    def _call_output(self, call: Call, t: str) -> list[str]:
+        return self._invoke(call.block, "output", t, *self._outputs(call.block))
 
     def _chain(self, src: _Source, depth: int, t: str) -> None:
         for call in self.schedule.chain:
-            src.emit(depth, self._call_output(call, t))
+            src.emit(depth, *self._call_output(call, t))
 
     def _derivs(self, src: _Source, depth: int, t: str, stage: str) -> None:
         for block in self.schedule.continuous:
-            dx = self._part(stage, block, "x")
-            src.emit(depth, f"{self.kernel(block, 'deriv')}({self._args(block, t, dx)})")
+            src.emit(depth, *self._invoke(block, "deriv", t, self._part(stage, block, "x")))
 
     def _guards(self, src: _Source, depth: int, t: str, target: str) -> None:
         for block in self.schedule.hybrid:
-            g = self._part(target, block, "g")
-            src.emit(depth, f"{self.kernel(block, 'guard')}({self._args(block, t, g)})")
+            src.emit(depth, *self._invoke(block, "guard", t, self._part(target, block, "g")))
 
     def _resets(self, src: _Source, depth: int, t: str) -> None:
         keyword = "if"
         for block in self.schedule.hybrid:
             g = self.layout.blocks[block]["g"]
             src.emit(depth, f"{keyword} jj < {g.stop}:")
-            src.emit(depth + 1, f"{self.kernel(block, 'reset')}({self._args(block, t, f'jj - {g.start}')})")
+            src.emit(depth + 1, *self._invoke(block, "reset", t, ExprArg(f"jj - {g.start}")))
             keyword = "elif"
 
     def _axpy(self, src: _Source, depth: int, indices: list[int] | None, rhs: str) -> None:
@@ -200,7 +231,7 @@ class Generator:
             for e in range(sig.size):
                 src.emit(2, f"log[k, {col.start + e}] = {sig.array}[{sig.start + e}]")
         for block in self.schedule.updates:
-            self._guarded(src, 2, block, f"{self.kernel(block, 'update')}({self._args(block, 't')})")
+            self._guarded(src, 2, block, self._invoke(block, "update", "t"))
         if self.nx or self.ng:
             self._continuous(src)
         return src
@@ -218,10 +249,12 @@ class Generator:
         body = _Source()
         for block in self.graph.nodes:
             if "init" in self.graph.nodes[block].block.kernels():
-                body.emit(1, f"{self.kernel(block, 'init')}({self._state(block)})")
+                slots = self.layout.blocks[block]
+                views = [self._arg_code(self._slot_arg(slots[k])) for k in "xdmp"]
+                body.emit(1, f"{self.kernel(block, 'init')}({', '.join(views)})")
         for call in self.schedule.calls:       # held outputs start from the initial state
             if call.block in self.schedule.held:
-                body.emit(1, self._call_output(call, "0.0"))
+                body.emit(1, *self._call_output(call, "0.0"))
         src = _Source()
         src.emit(0, "@jit", "def init_all(x, d, m, p, sf, si, sb):")
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
@@ -244,6 +277,16 @@ class Generator:
         src.lines += tick.lines
         src.emit(1, "return 0")
         return src.text()
+
+
+def block_at_line(source: str, line: int) -> str | None:
+    """Name of the block whose kernel produced ``line`` (1-based) of ``source``."""
+    lines = source.splitlines()
+    for text in reversed(lines[:line]):
+        text = text.strip()
+        if text.startswith("# ") and "." in text:
+            return text[2:].split(".")[0]
+    return None
 
 
 def kernel_table(checked: Checked) -> dict[str, object]:

@@ -65,7 +65,7 @@ def _module_text(fn: Callable) -> str:
         return py.__code__.co_code.hex()
 
 
-def fingerprint(source: str, checked: Checked, kernels: dict[str, Callable]) -> str:
+def fingerprint(source: str, checked: Checked, functions: list[Callable]) -> str:
     """Content hash naming the generated module."""
     h = hashlib.sha256()
     engine = [Path(m.__file__).read_text() for m in (events, sys.modules[__name__])]
@@ -73,13 +73,13 @@ def fingerprint(source: str, checked: Checked, kernels: dict[str, Callable]) -> 
         h.update(part.encode())
     for node in checked.graph.nodes.values():
         h.update(repr(node.block.structural_key()).encode())
-    for text in sorted({_module_text(fn) for fn in kernels.values()}):
+    for text in sorted({_module_text(fn) for fn in functions}):
         h.update(text.encode())
     return h.hexdigest()[:20]
 
 
-def _namespace(kernels: dict[str, Callable], interpret: bool, name: str) -> dict:
-    def plain(fn: Callable) -> Callable:
+def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
+    def plain(fn: object) -> object:
         return getattr(fn, "py_func", fn) if interpret else fn
 
     ns = {name: plain(fn) for name, fn in kernels.items()}
@@ -89,7 +89,7 @@ def _namespace(kernels: dict[str, Callable], interpret: bool, name: str) -> dict
     return ns
 
 
-def compile_graph(graph: Graph, interpret: bool = False) -> Program:
+def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True) -> Program:
     """Check, schedule, lay out and generate ``graph``; load the kernel.
 
     Parameters
@@ -98,6 +98,9 @@ def compile_graph(graph: Graph, interpret: bool = False) -> Program:
         The graph to compile.
     interpret : bool
         Run the generated source as plain Python (reference and debugger).
+    inline : bool
+        Paste kernel bodies into the generated code (see :mod:`hapflow.inline`);
+        False calls every kernel on array views.
 
     Returns
     -------
@@ -106,13 +109,15 @@ def compile_graph(graph: Graph, interpret: bool = False) -> Program:
     checked = graph.check()
     schedule = build_schedule(checked)
     layout = build_layout(checked)
-    source = Generator(checked, schedule, layout).generate()
-    kernels = kernel_table(checked)
+    generator = Generator(checked, schedule, layout, inline=inline)
+    source = generator.generate()
+    kernels = {**kernel_table(checked), **generator.globals}
     if interpret:
         ns = _namespace(kernels, True, "hapflow_interpreted")
         exec(compile(source, f"<hapflow {graph.name}>", "exec"), ns)
         return Program(checked, schedule, layout, source, None, ns["run"], ns["init_all"], True)
-    name = f"hf_{fingerprint(source, checked, kernels)}"
+    functions = [v for v in kernels.values() if hasattr(v, "py_func") or inspect.isfunction(v)]
+    name = f"hf_{fingerprint(source, checked, functions)}"
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.py"

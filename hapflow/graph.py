@@ -135,6 +135,9 @@ class Graph:
                              where, block=name)
         if not isinstance(block, Block):
             raise GraphError(f"block {name!r} is not a Block instance: {block!r}", where, block=name)
+        problem = block.signature_problem()
+        if problem:
+            raise GraphError(f"block {name!r}: {problem}", where, block=name)
         divider = self._divider(name, rate, where)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
             raise GraphError(f"block {name!r}: offset must be an integer tick count in "

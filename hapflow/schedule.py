@@ -5,6 +5,8 @@ kernel call is placed where its first output falls in a deterministic
 topological sort of the port graph.  A block whose groups end up apart is
 called once per group: each call computes all its outputs, and the later call
 overwrites the feedthrough outputs with values computed from fresh inputs.
+Groups whose outputs nobody reads, records or binds to hardware are not
+called at all.
 
 A block is **held** when it has a discrete ``update`` and no continuous
 state, or runs slower than the base rate: its outputs change only at its
@@ -85,7 +87,7 @@ def build_schedule(checked: Checked) -> Schedule:
             if call not in calls:
                 calls.append(call)
 
-    calls = _merge(calls, checked)
+    calls = _merge(_used(calls, checked), checked)
     groups = {(c.block, port): c for c in calls for port in c.outputs}
     held = {n for n in names if is_held(checked, n)}
     continuous = [n for n in names if graph.nodes[n].block.cstate]
@@ -93,6 +95,20 @@ def build_schedule(checked: Checked) -> Schedule:
     updates = [n for n in names if "update" in graph.nodes[n].block.kernels()]
     chain = _chain(checked, calls, groups, held, set(continuous) | set(hybrid))
     return Schedule(calls, chain, held, updates, continuous, hybrid)
+
+
+def _used(calls: list[Call], checked: Checked) -> list[Call]:
+    """Drop calls none of whose outputs is wired, recorded or bound to hardware.
+
+    Blocks with an ``update`` keep their calls: their output kernel may leave
+    work values in ``d`` for the update of the same sample.
+    """
+    graph = checked.graph
+    used = {w.src for w in graph.wires} | set(graph.recorded)
+    used |= {(b, port) for b in graph.hardware if b in graph.nodes
+             for port in graph.nodes[b].block.outputs}
+    return [c for c in calls if any((c.block, port) in used for port in c.outputs)
+            or "update" in graph.nodes[c.block].block.kernels()]
 
 
 def _merge(calls: list[Call], checked: Checked) -> list[Call]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import __version__
 from .block import ParamError
+from .codegen import block_at_line
 from .compiler import Program, compile_graph
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
@@ -87,11 +88,15 @@ class Simulation:
         Run the generated source as plain Python (reference, debugging).
     chunk : float
         Simulated seconds per chunk.
+    inline : bool
+        Inline kernel bodies into the generated code (default; see
+        :mod:`hapflow.inline`); False calls kernels on array views.
     """
 
-    def __init__(self, graph: Graph, interpret: bool = False, chunk: float = 1.0):
+    def __init__(self, graph: Graph, interpret: bool = False, chunk: float = 1.0,
+                 inline: bool = True):
         self.graph = graph
-        self.program: Program = compile_graph(graph, interpret)
+        self.program: Program = compile_graph(graph, interpret, inline)
         self.layout = self.program.layout
         self.arrays = allocate(self.layout)
         self.chunk_ticks = max(1, int(round(chunk * graph.rate)))
@@ -107,16 +112,17 @@ class Simulation:
         try:
             self.advance(0)
         except numba.core.errors.NumbaError as exc:
-            names = list(self.graph.nodes)
-            found = sorted({int(k) for k in re.findall(r"\bb(\d+)_[a-z]+", str(exc))})
-            blocks = ", ".join(f"{names[k]!r} ({type(self.graph.nodes[names[k]].block).__name__})"
-                               for k in found if k < len(names))
-            first = str(exc).strip().splitlines()
-            raise GraphError(f"the kernels of block {blocks or '?'} do not compile: "
-                             f"{first[1] if len(first) > 1 else first[0]}\n"
+            text = str(exc)
+            path = str(self.program.path or "")
+            lines = [int(n) for n in re.findall(re.escape(path) + r'", line (\d+)', text)] if path else []
+            name = block_at_line(self.program.source, lines[-1]) if lines else None
+            what = (f"block {name!r} ({type(self.graph.nodes[name].block).__name__})"
+                    if name in self.graph.nodes else "a block")
+            detail = next((ln.strip() for ln in text.splitlines()[1:] if ln.strip()), text.strip())
+            raise GraphError(f"the kernels of {what} do not compile: {detail}\n"
                              "Check the kernel signatures: (t, x, d, m, p, *inputs, *outputs) "
                              "with every declared input, in declaration order "
-                             "(see hapflow/block.py).") from None
+                             "(see hapflow/block.py).", block=name) from None
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]

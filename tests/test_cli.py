@@ -71,11 +71,14 @@ def test_ctrl_c_keeps_the_recording(tmp_path):
                               "--no-progress"],
                              stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.time() + 120
-    while not out.exists() and time.time() < deadline:
-        time.sleep(0.1)
-    created = out.stat().st_size
-    while out.stat().st_size <= created and time.time() < deadline:   # first chunk flushed
-        time.sleep(0.1)
+    sizes = [0]
+    while time.time() < deadline:      # wait for the created file to settle ...
+        time.sleep(0.2)
+        sizes.append(out.stat().st_size if out.exists() else 0)
+        if sizes[-1] and sizes[-1] == sizes[-2]:
+            break
+    while out.stat().st_size <= sizes[-1] and time.time() < deadline:   # ... then for a chunk
+        time.sleep(0.05)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 130, err

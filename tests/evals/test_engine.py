@@ -92,6 +92,7 @@ def test_no_heap_allocation_inside_ticks():
     g = mixed_graph()
     g.add("alloc", Allocating())
     g.wire("plant.pos -> alloc.u")
+    g.record("alloc.y")
     bad = hf.Simulation(g)
     assert _allocations(bad, 1000) - _allocations(bad, 1) >= 999
 

@@ -1,0 +1,123 @@
+"""Kernel inlining: rewriting rules, fallbacks, and equality with view calls."""
+import math
+
+import numpy as np
+from numba import njit
+
+import hapflow as hf
+from hapflow.inline import ArrayArg, ExprArg, inline
+
+SCALE = 3.0
+
+
+@njit
+def _helper(v, k):
+    return v[k] * 2.0
+
+
+def _kernel(t, x, u, y):
+    n = len(u)
+    for j in range(y.size):
+        y[j] = u[j] * SCALE + t + _helper(x, 0) + math.sin(x[-1]) + n
+    return
+
+
+def _negative(t, u, y):
+    k = 1
+    k = k - 2
+    y[0] = u[k] + u[-1]
+
+
+def _early_return(t, u, y):
+    if u[0] > 0:
+        return
+    y[0] = 1.0
+
+
+def _star(t, *ports):
+    ports[-1][0] = ports[0][0]
+
+
+def _inline(fn, args):
+    registered = {}
+
+    def resolve(name, value):
+        registered[f"g_{name}"] = value
+        return f"g_{name}"
+
+    def view(arg):
+        return f"v_{arg.array}_{arg.start}"
+
+    return inline(fn, args, "c1_", resolve, view), registered
+
+
+def test_rewrites_indices_sizes_locals_constants_and_globals():
+    lines, registered = _inline(_kernel, [ExprArg("ts"), ArrayArg("x", 2, 3), ArrayArg("sf", 5, 2),
+                                          ArrayArg("sf", 9, 2)])
+    text = "\n".join(lines)
+    assert "c1_n = 2" in text                                   # len(u) -> constant
+    assert "for c1_j in range(2):" in text                      # y.size -> constant
+    assert "sf[9 + c1_j] = sf[5 + c1_j] * 3.0 + ts" in text     # offsets, closure constant, t
+    assert "g__helper(v_x_2, 0)" in text                        # whole port -> hoisted view
+    assert "g_math.sin(x[4])" in text                           # negative index folded
+    assert "return" not in text
+    assert registered == {"g__helper": _helper, "g_math": math}
+
+
+def test_run_time_index_wraps_like_a_view():
+    lines, _ = _inline(_negative, [ExprArg("t"), ArrayArg("sf", 4, 3), ArrayArg("sf", 9, 1)])
+    text = "\n".join(lines)
+    assert "sf[9] = sf[4 + c1_k + (3 if c1_k < 0 else 0)] + sf[6]" in text
+    sf = np.arange(12.0)
+    scope = {"sf": sf, "t": 0.0}
+    exec(text, scope)
+    assert sf[9] == sf[6] + sf[6]          # u[-1] read through the wrap, twice
+
+
+def test_falls_back_when_it_cannot_inline_faithfully():
+    assert _inline(_early_return, [ExprArg("t"), ArrayArg("sf", 0, 1), ArrayArg("sf", 1, 1)])[0] is None
+    assert _inline(_star, [ExprArg("t"), ArrayArg("sf", 0, 1), ArrayArg("sf", 1, 1)])[0] is None
+    assert _inline(_kernel, [ExprArg("t")])[0] is None          # wrong arity
+
+
+def _mixed():
+    from tests.evals.test_engine import mixed_graph
+    return mixed_graph()
+
+
+def test_inlined_and_view_call_kernels_are_bit_identical():
+    inlined = hf.Simulation(_mixed())
+    calls = hf.Simulation(_mixed(), inline=False)
+    assert "# plant.deriv" in inlined.program.source
+    assert "b2_deriv(" not in inlined.program.source and "b2_deriv(" in calls.program.source
+    a, b = inlined.run(1.0), calls.run(1.0)
+    for name in a.signals:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def test_kernel_signature_mismatch_is_reported_at_add():
+    class Lag(hf.Block):
+        """Lag whose output kernel forgets its input.
+
+        Ports
+        -----
+        u : in, (1,)
+        y : out, (1,)
+        """
+
+        inputs = {"u": hf.In(1)}
+        outputs = {"y": hf.Out(1, depends="state")}
+        cstate = 1
+
+        @staticmethod
+        @njit
+        def output(t, x, d, m, p, y):
+            y[0] = x[0]
+
+    g = hf.Graph()
+    try:
+        g.add("lag", Lag())
+    except hf.GraphError as err:
+        assert "kernel output('t', 'x', 'd', 'm', 'p', 'y') of Lag must take (t, x, d, m, p, u, y)" in str(err)
+    else:
+        raise AssertionError("bad kernel signature accepted")
