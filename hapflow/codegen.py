@@ -20,9 +20,11 @@ kernels' ``py_func``): the names ``jit`` and the kernels are injected by
 """
 from __future__ import annotations
 
+import re
+
 from .graph import Checked
 from .inline import ArrayArg, ExprArg, inline
-from .layout import Layout, Slot
+from .layout import FLOAT_ARRAYS, Layout, Slot, float_bases
 from .schedule import Call, Schedule
 
 EVENT_TOL = 1e-10
@@ -55,6 +57,12 @@ class Generator:
         self.ng = layout.sizes["g"]
         self.stages = 4 if self.graph.solver == "rk4" else 2
         self.views: dict[str, str] = {}
+        self.base = float_bases(layout)
+        work = self.base["work"]
+        n, g = self.nx, self.ng
+        self.work = {"x0": work, "ka": work + n, "kb": work + 2 * n, "kc": work + 3 * n,
+                     "kd": work + 4 * n, "gs": work + 5 * n, "ge": work + 5 * n + g,
+                     "ev": work + 5 * n + 2 * g}
 
     # ------------------------------------------------------------ names
     def kernel(self, block: str, kind: str) -> str:
@@ -68,8 +76,23 @@ class Generator:
     def _slot(self, prefix: str, slot: Slot) -> str:
         return self._view(f"{prefix}{slot.array}_{slot.start}_{slot.stop}", slot.code())
 
+    def _flat(self, array: str, start: int) -> tuple[str, int]:
+        """(array, start) in the run-time arrays: float arrays live in ``f``."""
+        if array in FLOAT_ARRAYS:
+            return "f", self.base[array] + start
+        if array in self.work:
+            return "f", self.work[array] + start
+        return array, start
+
     def _slot_arg(self, slot: Slot) -> ArrayArg:
-        return ArrayArg(slot.array, slot.start, slot.size)
+        return ArrayArg(*self._flat(slot.array, slot.start), slot.size)
+
+    def _w(self, array: str, index: int | str) -> str:
+        """Source for element ``index`` of a float or work array (index: int or ``"j"``)."""
+        name, base = self._flat(array, 0)
+        if isinstance(index, int):
+            return f"{name}[{base + index}]"
+        return f"{name}[{base} + {index}]" if base else f"{name}[{index}]"
 
     def _arguments(self, block: str, t: str, extra: list) -> list:
         slots = self.layout.blocks[block]
@@ -84,7 +107,7 @@ class Generator:
 
     def _part(self, array: str, block: str, key: str) -> ArrayArg:
         slot = self.layout.blocks[block][key]
-        return ArrayArg(array, slot.start, slot.size)
+        return ArrayArg(*self._flat(array, slot.start), slot.size)
 
     def _resolve(self, name: str, value: object) -> str:
         alias = f"g_{name}"
@@ -154,12 +177,21 @@ class Generator:
             src.emit(depth + 1, *self._invoke(block, "reset", t, ExprArg(f"jj - {g.start}")))
             keyword = "elif"
 
-    def _axpy(self, src: _Source, depth: int, indices: list[int] | None, rhs: str) -> None:
-        """``x[j] = rhs(j)`` for the given state indices (all when None)."""
+    def _axpy(self, src: _Source, depth: int, indices: list[int] | None, rhs: str,
+              target: str = "x") -> None:
+        """``target[j] = rhs(j)`` for the given state indices (all when None).
+
+        ``rhs`` names work arrays as ``x0[j]``, ``ka[j]``...; they become
+        constant-offset elements of ``f``.
+        """
+        def element(index: int | str) -> str:
+            return re.sub(r"\b(x0|ka|kb|kc|kd|x)\[j\]", lambda mt: self._w(mt.group(1), index), rhs)
+
         if indices is None:
-            src.emit(depth, f"for j in range({self.nx}):", f"    x[j] = {rhs}")
+            src.emit(depth, f"for j in range({self.nx}):",
+                     f"    {self._w(target, 'j')} = {element('j')}")
         else:
-            src.emit(depth, *[f"x[{j}] = {rhs.replace('[j]', f'[{j}]')}" for j in indices])
+            src.emit(depth, *[f"{self._w(target, j)} = {element(j)}" for j in indices])
 
     def _step(self, src: _Source, depth: int) -> None:
         """Integrate from (ta, x0) over th into x; ``ka`` already holds f(ta, x0)."""
@@ -184,7 +216,7 @@ class Generator:
         self._axpy(src, depth, positions, "x0[j] + th * kb[j]")
 
     def _restart_stage(self, src: _Source, depth: int, chain: bool) -> None:
-        src.emit(depth, f"for j in range({self.nx}):", "    x0[j] = x[j]")
+        self._axpy(src, depth, None, "x[j]", target="x0")
         if chain:
             self._chain(src, depth, "ta")
         self._guards(src, depth, "ta", "gs")
@@ -229,7 +261,8 @@ class Generator:
         for key, col in self.layout.log.items():
             sig = self.layout.signals[key]
             for e in range(sig.size):
-                src.emit(2, f"log[k, {col.start + e}] = {sig.array}[{sig.start + e}]")
+                array, index = self._flat(sig.array, sig.start + e)
+                src.emit(2, f"log[k, {col.start + e}] = {array}[{index}]")
         for block in self.schedule.updates:
             self._guarded(src, 2, block, self._invoke(block, "update", "t"))
         if self.nx or self.ng:
@@ -237,12 +270,10 @@ class Generator:
         return src
 
     def _work_views(self) -> list[str]:
-        n, g = self.nx, self.ng
-        names = ["x0", "ka", "kb", "kc", "kd"]
-        lines = [f"{nm} = work[{k * n}:{(k + 1) * n}]" for k, nm in enumerate(names)]
-        lines += [f"gs = work[{5 * n}:{5 * n + g}]", f"ge = work[{5 * n + g}:{5 * n + 2 * g}]",
-                  f"ev = work[{5 * n + 2 * g}:{5 * n + 2 * g + 16}]"]
-        return lines
+        """Views the event helpers take whole."""
+        g, w = self.ng, self.work
+        return [f"gs = f[{w['gs']}:{w['gs'] + g}]", f"ge = f[{w['ge']}:{w['ge'] + g}]",
+                f"ev = f[{w['ev']}:{w['ev'] + 16}]"]
 
     def _init(self) -> _Source:
         self.views = {}
@@ -256,14 +287,14 @@ class Generator:
             if call.block in self.schedule.held:
                 body.emit(1, *self._call_output(call, "0.0"))
         src = _Source()
-        src.emit(0, "@jit", "def init_all(x, d, m, p, sf, si, sb):")
+        src.emit(0, "@jit", "def init_all(f, m, si, sb):")
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
         src.lines += body.lines
         src.emit(1, "return 0")
         return src
 
     def generate(self) -> str:
-        """The module source: ``init_all(x, d, m, p, sf, si, sb)`` and ``run(...)``."""
+        """The module source: ``init_all(f, m, si, sb)`` and ``run(n_ticks, tick0, f, m, si, sb, log, stats)``."""
         init = self._init()
         self.views = {}
         tick = self._tick()
@@ -271,7 +302,7 @@ class Generator:
         src.emit(0, f'"""Generated by hapflow for graph {self.graph.name!r}. Do not edit."""', "")
         src.lines += init.lines
         src.emit(0, "", "", "@jit",
-                 "def run(n_ticks, tick0, x, d, m, p, sf, si, sb, work, log, stats):")
+                 "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
         src.emit(1, *self._work_views())
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
         src.lines += tick.lines

@@ -106,14 +106,38 @@ def build_layout(checked: Checked) -> Layout:
     return layout
 
 
+FLOAT_ARRAYS = ("x", "d", "p", "sf", "work")
+"""Float arrays that live in one buffer ``f``, in this order.  The generated
+kernel indexes ``f`` at constant offsets, so the compiler can tell any two
+accesses apart and keep values in registers (separate arrays may alias)."""
+
+
+def work_size(layout: Layout) -> int:
+    """Solver work space: x0 and four stage derivatives, two guard vectors, event record."""
+    return 5 * layout.sizes["x"] + 2 * layout.sizes["g"] + 16
+
+
+def float_bases(layout: Layout) -> dict[str, int]:
+    """Offset of each float array in the buffer ``f``."""
+    sizes = {**layout.sizes, "work": work_size(layout)}
+    bases, at = {}, 0
+    for name in FLOAT_ARRAYS:
+        bases[name] = at
+        at += sizes[name]
+    bases["end"] = at
+    return bases
+
+
 def allocate(layout: Layout) -> dict[str, np.ndarray]:
-    """Zeroed run-time arrays for ``layout`` (log excluded: the scheduler sizes it)."""
+    """Zeroed run-time arrays for ``layout`` (log excluded: the scheduler sizes it).
+
+    ``f`` is the float buffer; ``x``, ``d``, ``p``, ``sf`` and ``work`` are views of it.
+    """
     n = layout.sizes
-    nx_, ng = n["x"], n["g"]
-    return {
-        "x": np.zeros(nx_), "d": np.zeros(n["d"]), "m": np.zeros(n["m"], dtype=np.int64),
-        "p": np.zeros(n["p"]), "sf": np.zeros(n["sf"]), "si": np.zeros(n["si"], dtype=np.int64),
-        "sb": np.zeros(n["sb"], dtype=np.bool_),
-        "work": np.zeros(5 * nx_ + 2 * ng + 16),
-        "stats": np.zeros(4, dtype=np.int64),
-    }
+    bases = float_bases(layout)
+    f = np.zeros(bases["end"])
+    arrays = {name: f[bases[name]:bases[next_name]]
+              for name, next_name in zip(FLOAT_ARRAYS, (*FLOAT_ARRAYS[1:], "end"))}
+    arrays.update(f=f, m=np.zeros(n["m"], dtype=np.int64), si=np.zeros(n["si"], dtype=np.int64),
+                  sb=np.zeros(n["sb"], dtype=np.bool_), stats=np.zeros(4, dtype=np.int64))
+    return arrays

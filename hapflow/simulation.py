@@ -144,7 +144,7 @@ class Simulation:
                 m = self.layout.blocks[name]["m"]
                 a["m"][m.start + block.istate:m.stop] = stream_seeds(self.graph.seed, name,
                                                                      block.random_streams)
-        self.program.init_all(a["x"], a["d"], a["m"], a["p"], a["sf"], a["si"], a["sb"])
+        self.program.init_all(a["f"], a["m"], a["si"], a["sb"])
 
     def set(self, key: str, value: Any) -> None:
         """Change live parameter ``"block.param"``; it applies from the next tick run.
@@ -173,8 +173,7 @@ class Simulation:
         """Run ``n_ticks`` (at most one chunk) and return their log rows (a view)."""
         a = self.arrays
         n = min(int(n_ticks), self.chunk_ticks)
-        self.program.run(n, self.tick, a["x"], a["d"], a["m"], a["p"], a["sf"], a["si"], a["sb"],
-                         a["work"], self.log, a["stats"])
+        self.program.run(n, self.tick, a["f"], a["m"], a["si"], a["sb"], self.log, a["stats"])
         self.tick += n
         if not np.all(np.isfinite(a["x"])) or not np.all(np.isfinite(a["d"])):
             raise SimulationError(self._nonfinite())

@@ -1,0 +1,372 @@
+"""The identified impedance model: file format and the one evaluation kernel.
+
+Model (Colton & Hollerbach 2005, eq. 8), per direction ``d`` in {+, -}::
+
+    F_d(x, v, a) = m_d(x) a + b_d(x) v + k_d(x) x + F0_d(x)
+    F = w F_+ + (1 - w) F_-,   w = 0.5 (1 + tanh(v / v_blend))
+
+so the force blends smoothly between the two directions within a few
+``v_blend`` of zero velocity.
+
+Parameter representation (the same for every method): per direction a list
+of **knots** ``x`` (non-decreasing, m) and the values of ``m, b, k, F0`` at
+the knots.  Between knots a parameter is linearly interpolated; a knot
+written twice is a jump (the right value applies from that position on);
+beyond the first and last knot the end values hold.  EWLS produces distinct
+knots on its grid; segmented least squares produces each segment
+``[e_j, e_j+1)`` as the two knots ``(e_j, theta_j), (e_j+1, theta_j)``, so
+its piecewise-constant parameters are reproduced exactly.
+
+File (YAML, SI units)::
+
+    format: hapflow-impedance-model
+    version: 1
+    equation: ...                      # the model above, as text
+    units: {x: m, m: kg, b: N s/m, k: N/m, F0: N, v_blend: m/s}
+    method: segmented | auto | ewls
+    settings: {...}                    # method settings and data preparation
+    source: {path: run.h5, sha256: ..., kind: hdf5, signals: {...}}
+    v_blend: 0.001
+    directions:
+      positive: {x: [...], m: [...], b: [...], k: [...], F0: [...]}   # v > 0
+      negative: {x: [...], m: [...], b: [...], k: [...], F0: [...]}   # v < 0
+    diagnostics: {...}                 # optional: segments, standard errors, condition numbers
+    fit: {nrmse_percent: ..., ...}     # optional: fit quality on the identification data
+
+Flat table for the kernels (:meth:`ImpedanceModel.table`)::
+
+    [v_blend, n_pos, n_neg,
+     x_pos(n_pos), m_pos, b_pos, k_pos, F0_pos,
+     x_neg(n_neg), m_neg, b_neg, k_neg, F0_neg]
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from numba import njit
+
+from .errors import ModelFileError
+
+FORMAT = "hapflow-impedance-model"
+VERSION = 1
+PARAMS = ("m", "b", "k", "F0")
+UNITS = {"x": "m", "m": "kg", "b": "N s/m", "k": "N/m", "F0": "N", "v_blend": "m/s"}
+EQUATION = ("F_d = m_d(x) a + b_d(x) v + k_d(x) x + F0_d(x) for d in (positive: v > 0, "
+            "negative: v < 0); F = w F_positive + (1 - w) F_negative, "
+            "w = 0.5 (1 + tanh(v / v_blend)); parameters linear between knots, a repeated "
+            "knot is a jump (right-continuous), constant beyond the end knots")
+DIRECTION_NAMES = {1: "positive", -1: "negative"}
+
+
+# ------------------------------------------------------------------ kernels
+
+@njit(cache=True)
+def _direction_force(table, off, n, x, v, a):
+    """F = m a + b v + k x + F0 of one direction block of the table at position x."""
+    if n == 1 or x <= table[off]:
+        j = 0
+        f = 0.0
+    elif x >= table[off + n - 1]:
+        j = n - 2
+        f = 1.0
+    else:
+        lo = 0
+        hi = n - 1
+        # largest lo with knot[lo] <= x (knot[hi] > x)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if table[off + mid] <= x:
+                lo = mid
+            else:
+                hi = mid
+        j = lo
+        span = table[off + j + 1] - table[off + j]
+        f = (x - table[off + j]) / span if span > 0.0 else 0.0
+    if n == 1:
+        m = table[off + n]
+        b = table[off + 2 * n]
+        k = table[off + 3 * n]
+        f0 = table[off + 4 * n]
+    else:
+        g = 1.0 - f
+        m = g * table[off + n + j] + f * table[off + n + j + 1]
+        b = g * table[off + 2 * n + j] + f * table[off + 2 * n + j + 1]
+        k = g * table[off + 3 * n + j] + f * table[off + 3 * n + j + 1]
+        f0 = g * table[off + 4 * n + j] + f * table[off + 4 * n + j + 1]
+    return m * a + b * v + k * x + f0
+
+
+@njit(cache=True)
+def impedance_force_w(table, x, v, a, w):
+    """Model force (N) with a given weight ``w`` of the positive direction (0..1)."""
+    n_pos = int(table[1])
+    n_neg = int(table[2])
+    fp = 0.0
+    fn = 0.0
+    if w > 0.0:
+        fp = _direction_force(table, 3, n_pos, x, v, a)
+    if w < 1.0:
+        fn = _direction_force(table, 3 + 5 * n_pos, n_neg, x, v, a)
+    return w * fp + (1.0 - w) * fn
+
+
+@njit(cache=True)
+def blend_weight(table, v):
+    """Weight of the positive direction, ``0.5 (1 + tanh(v / v_blend))`` (a step if v_blend = 0)."""
+    vb = table[0]
+    if vb > 0.0:
+        return 0.5 * (1.0 + math.tanh(v / vb))
+    if v > 0.0:
+        return 1.0
+    if v < 0.0:
+        return 0.0
+    return 0.5
+
+
+@njit(cache=True)
+def impedance_force(table, x, v, a):
+    """Model force (N) at position x (m), velocity v (m/s), acceleration a (m/s^2).
+
+    ``table`` is the flat model table (see the module docstring).  Pure,
+    allocation-free: used by :meth:`ImpedanceModel.predict` and by the
+    ``PiecewiseImpedance`` block.
+    """
+    return impedance_force_w(table, x, v, a, blend_weight(table, v))
+
+
+@njit(cache=True)
+def _predict(table, x, v, a, w, out):
+    for i in range(x.shape[0]):
+        if w[i] < 0.0:
+            out[i] = impedance_force(table, x[i], v[i], a[i])
+        else:
+            out[i] = impedance_force_w(table, x[i], v[i], a[i], w[i])
+
+
+# ------------------------------------------------------------------ model
+
+@dataclass
+class Knots:
+    """Parameters of one direction at knots (see the module docstring)."""
+
+    x: np.ndarray
+    m: np.ndarray
+    b: np.ndarray
+    k: np.ndarray
+    F0: np.ndarray
+
+    def __post_init__(self):
+        for name in ("x", *PARAMS):
+            setattr(self, name, np.ascontiguousarray(np.asarray(getattr(self, name),
+                                                                dtype=np.float64).reshape(-1)))
+        n = self.x.size
+        if n < 1:
+            raise ModelFileError("a direction needs at least one knot")
+        for name in PARAMS:
+            if getattr(self, name).size != n:
+                raise ModelFileError(f"parameter {name!r} has {getattr(self, name).size} values "
+                                     f"for {n} knots")
+        if np.any(np.diff(self.x) < 0):
+            raise ModelFileError("knot positions must be non-decreasing")
+        for name in ("x", *PARAMS):
+            if not np.all(np.isfinite(getattr(self, name))):
+                raise ModelFileError(f"{name!r} has non-finite values")
+
+    @classmethod
+    def piecewise_constant(cls, edges: np.ndarray, theta: np.ndarray) -> "Knots":
+        """Knots of piecewise-constant segments: ``edges`` (S+1,), ``theta`` (S, 4)."""
+        edges = np.asarray(edges, dtype=np.float64)
+        theta = np.asarray(theta, dtype=np.float64)
+        x = np.repeat(edges, 2)[1:-1]
+        vals = np.repeat(theta, 2, axis=0)
+        return cls(x, *vals.T)
+
+    def at(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Parameters at positions ``x`` (the kernel's interpolation rule)."""
+        x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+        n = self.x.size
+        out = {}
+        if n == 1:
+            return {p: np.full(x.shape, getattr(self, p)[0]) for p in PARAMS}
+        j = np.clip(np.searchsorted(self.x, x, side="right") - 1, 0, n - 2)
+        span = self.x[j + 1] - self.x[j]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f = np.where(span > 0, (x - self.x[j]) / np.where(span > 0, span, 1.0), 0.0)
+        f = np.where(x <= self.x[0], 0.0, np.where(x >= self.x[-1], 1.0, f))
+        for p in PARAMS:
+            vals = getattr(self, p)
+            out[p] = (1.0 - f) * vals[j] + f * vals[j + 1]
+        return out
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {"x": self.x.tolist(), **{p: getattr(self, p).tolist() for p in PARAMS}}
+
+
+@dataclass
+class ImpedanceModel:
+    """A position- and direction-dependent impedance model.
+
+    Attributes
+    ----------
+    positive, negative : Knots
+        Parameters for v > 0 and v < 0.
+    v_blend : float
+        Velocity scale of the direction blend, m/s.
+    method : str
+        How it was identified (``segmented``, ``auto``, ``ewls``, or ``manual``).
+    settings, source, diagnostics, fit : dict
+        Provenance and quality (free-form, YAML-serialisable).
+    """
+
+    positive: Knots
+    negative: Knots
+    v_blend: float = 1e-3
+    method: str = "manual"
+    settings: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    fit: dict[str, Any] = field(default_factory=dict)
+
+    def direction(self, d: int) -> Knots:
+        """Knots of direction +1 or -1."""
+        return self.positive if d > 0 else self.negative
+
+    def table(self, v_blend: float | None = None) -> np.ndarray:
+        """The flat table the kernels read (see the module docstring)."""
+        vb = self.v_blend if v_blend is None else v_blend
+        parts = [np.array([vb, self.positive.x.size, self.negative.x.size], dtype=np.float64)]
+        for kn in (self.positive, self.negative):
+            parts += [kn.x, kn.m, kn.b, kn.k, kn.F0]
+        return np.concatenate(parts)
+
+    def predict(self, x: np.ndarray, v: np.ndarray | None = None, a: np.ndarray | None = None,
+                direction: np.ndarray | None = None) -> np.ndarray:
+        """Model force (N) at samples of position, velocity and acceleration.
+
+        ``v`` or ``a`` of ``None`` count as zero.  ``direction`` (+1/-1/0 per
+        sample), when given, replaces the velocity blend (+1 -> positive,
+        -1 -> negative, 0 -> blend by ``v``): for quasi-static data, whose
+        direction is known but whose velocity is not.
+        """
+        x = np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1))
+        v = np.zeros_like(x) if v is None else np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+        a = np.zeros_like(x) if a is None else np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+        w = np.full(x.shape, -1.0)
+        if direction is not None:
+            d = np.asarray(direction).reshape(-1)
+            w[d > 0] = 1.0
+            w[d < 0] = 0.0
+        out = np.empty_like(x)
+        _predict(self.table(), x, v, a, w, out)
+        return out
+
+    # -------------------------------------------------------------- file I/O
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for YAML (see the module docstring for the layout)."""
+        return {"format": FORMAT, "version": VERSION, "equation": EQUATION, "units": dict(UNITS),
+                "method": self.method, "settings": _plain(self.settings),
+                "source": _plain(self.source), "v_blend": float(self.v_blend),
+                "directions": {"positive": self.positive.to_dict(),
+                               "negative": self.negative.to_dict()},
+                "diagnostics": _plain(self.diagnostics), "fit": _plain(self.fit)}
+
+    def to_yaml(self) -> str:
+        """YAML text (floats written with full precision: the round trip is exact)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None, width=100)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model file (folders created as needed)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml())
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "model") -> "ImpedanceModel":
+        """Build from plain data, checking the layout.
+
+        Raises
+        ------
+        ModelFileError
+            Naming what is missing or malformed.
+        """
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ModelFileError(f"{where} is not a hapflow impedance model (expected "
+                                 f"'format: {FORMAT}'); write one with 'hapflow identify'")
+        if data.get("version") != VERSION:
+            raise ModelFileError(f"{where}: unsupported model version {data.get('version')!r} "
+                                 f"(this hapflow reads version {VERSION})")
+        dirs = data.get("directions")
+        if not isinstance(dirs, dict) or not {"positive", "negative"} <= set(dirs):
+            raise ModelFileError(f"{where}: 'directions' must have 'positive' and 'negative'")
+        knots = {}
+        for name in ("positive", "negative"):
+            d = dirs[name]
+            missing = [k for k in ("x", *PARAMS) if not isinstance(d, dict) or k not in d]
+            if missing:
+                raise ModelFileError(f"{where}: direction {name!r} lacks {', '.join(missing)}")
+            try:
+                knots[name] = Knots(*(np.asarray(d[k], dtype=np.float64) for k in ("x", *PARAMS)))
+            except (TypeError, ValueError) as exc:
+                raise ModelFileError(f"{where}: direction {name!r}: {exc}") from None
+            except ModelFileError as exc:
+                raise ModelFileError(f"{where}: direction {name!r}: {exc}") from None
+        vb = data.get("v_blend", 1e-3)
+        if not isinstance(vb, (int, float)) or vb < 0:
+            raise ModelFileError(f"{where}: v_blend must be a number >= 0 (m/s), got {vb!r}")
+        return cls(knots["positive"], knots["negative"], float(vb), str(data.get("method", "manual")),
+                   dict(data.get("settings") or {}), dict(data.get("source") or {}),
+                   dict(data.get("diagnostics") or {}), dict(data.get("fit") or {}))
+
+    @classmethod
+    def from_yaml(cls, text: str, where: str = "model") -> "ImpedanceModel":
+        """Parse YAML text (safe loader)."""
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ModelFileError(f"{where} is not valid YAML: {exc}") from None
+        return cls.from_dict(data, where)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ImpedanceModel":
+        """Read a model file.
+
+        Raises
+        ------
+        ModelFileError
+            If it cannot be read or is not a model file.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ModelFileError(f"cannot read model file {str(path)!r}: {exc.strerror}") from None
+        return cls.from_yaml(text, f"model file {str(path)!r}")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars/arrays and tuples -> plain Python for safe_dump."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+load = ImpedanceModel.load

@@ -1,0 +1,383 @@
+"""Segmented ordinary least squares (Colton & Hollerbach 2004), fixed or automatic segments.
+
+Within each direction the position range is cut into segments; in segment
+``j`` the force is fitted by ``F = m_j a + b_j v + k_j x + F0_j`` (any subset
+of the regressors ``[a v x 1]``; a dropped regressor's parameter is 0).
+Because the samples of a :class:`~hapflow.ident.prep.Group` are sorted by
+position, a segment is a contiguous slice.
+
+Numerics (:func:`fit_slice`): the non-constant columns are centred on their
+segment means and scaled to unit RMS, ``[A | y]`` is reduced by one QR
+factorisation (no Q is formed: ``R[:p, :p] theta = R[:p, p]`` and the residual
+sum of squares is ``R[p, p]^2``), and the estimate is mapped back to the
+uncentred, unscaled parameters by a linear map ``T``.  Standard errors are
+``sqrt(diag(T s^2 (R^T R)^-1 T^T))`` with ``s^2 = RSS / (n - p)``: they assume
+independent residuals.  The condition number is ``cond(R)`` of the centred,
+scaled design: 1 means orthogonal regressors; a large value means the data
+cannot tell the parameters apart (a single-frequency sine makes ``a``
+proportional to ``x`` and ``v`` a function of ``x`` in each direction, so
+``m``, ``b``, ``k`` and ``F0`` blur together).
+
+Automatic segmentation (:func:`auto_segments`): candidate boundaries every
+``resolution`` metres; the partition into runs of candidate bins minimising
+the Bayesian information criterion (each segment with its own noise
+variance)::
+
+    BIC = sum_j n_j log(RSS_j / n_j) + penalty (p + 2) S log n
+
+(``p`` coefficients, a variance and a boundary per segment, ``S`` segments,
+``n`` samples) is found exactly by dynamic programming over the candidates
+(optimal partitioning), from per-bin sufficient statistics; segments have at
+least ``min_samples`` samples.  The chosen segments are then refitted with
+:func:`fit_slice`.  ``penalty > 1`` gives fewer segments.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import IdentError
+from .prep import Group
+
+REGRESSORS = ("a", "v", "x", "1")
+"""Regressor order; the parameters are ``m, b, k, F0`` in the same order."""
+PARAMS = ("m", "b", "k", "F0")
+PARAM_OF = dict(zip(REGRESSORS, PARAMS))
+
+
+def parse_regressors(spec: str | list[str] | tuple[str, ...] | None, quasi_static: bool = False) -> tuple[str, ...]:
+    """Normalise a regressor selection (``"avx1"``, ``"x1"``, ``["x", "1"]``) to canonical order.
+
+    ``None`` gives ``avx1``, or ``x1`` for quasi-static data.
+    """
+    if spec is None:
+        return ("x", "1") if quasi_static else REGRESSORS
+    items = list(spec.replace(",", "").replace(" ", "")) if isinstance(spec, str) else list(spec)
+    bad = [r for r in items if r not in REGRESSORS]
+    if bad or not items or len(set(items)) != len(items):
+        raise IdentError(f"regressors {spec!r}: choose a subset of 'a', 'v', 'x', '1' "
+                         "(acceleration, velocity, position, constant), e.g. 'avx1' or 'x1'")
+    if quasi_static and ({"a", "v"} & set(items)):
+        raise IdentError("quasi-static data has no velocity or acceleration: use the "
+                         "regressors 'x1' (or 'x' / '1')")
+    return tuple(r for r in REGRESSORS if r in items)
+
+
+def design(group: Group, regressors: tuple[str, ...]) -> np.ndarray:
+    """Regressor matrix (n, p) of a group, columns in ``regressors`` order."""
+    return np.column_stack([group.column(r) for r in regressors])
+
+
+@dataclass
+class SliceFit:
+    """OLS result for one segment (parameters in ``m, b, k, F0`` order; unused ones 0)."""
+
+    theta: np.ndarray
+    stderr: np.ndarray
+    cond: float
+    n: int
+    rss: float
+
+
+def fit_slice(phi: np.ndarray, y: np.ndarray, regressors: tuple[str, ...]) -> SliceFit:
+    """Least squares ``y ~ phi theta`` with centring, column scaling and one QR.
+
+    Parameters
+    ----------
+    phi : ndarray (n, p)
+        Regressor columns in ``regressors`` order.
+    y : ndarray (n,)
+        Force, N.
+    regressors : tuple of str
+        Names of the columns.
+
+    Returns
+    -------
+    SliceFit
+        Full-length (4) parameter and standard-error vectors.
+    """
+    n, p = phi.shape
+    if n <= p:
+        raise IdentError(f"a segment has {n} samples for {p} parameters")
+    const = [j for j, r in enumerate(regressors) if r == "1"]
+    mean = phi.mean(axis=0)
+    centre = np.zeros(p)
+    if const:
+        centre = mean.copy()
+        centre[const] = 0.0
+    A = phi - centre
+    scale = np.sqrt(np.mean(A * A, axis=0))
+    scale[scale == 0.0] = 1.0
+    A /= scale
+    R = np.linalg.qr(np.column_stack([A, y]), mode="r")
+    Rp, z = R[:p, :p], R[:p, p]
+    rss = float(R[p, p] ** 2)
+    sv = np.linalg.svd(Rp, compute_uv=False)
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf")
+    if cond < 1e13:
+        ts = np.linalg.solve(Rp, z)
+        Rinv = np.linalg.inv(Rp)
+        cov_s = Rinv @ Rinv.T
+    else:
+        ts = np.linalg.lstsq(Rp, z, rcond=None)[0]
+        cov_s = np.full((p, p), np.inf)
+    # theta_j = ts_j / scale_j for non-constant j; the constant absorbs the centring
+    T = np.diag(1.0 / scale)
+    if const:
+        c = const[0]
+        for j in range(p):
+            if j != c:
+                T[c, j] = -centre[j] / scale[j]
+    theta_p = T @ ts
+    s2 = rss / (n - p)
+    with np.errstate(invalid="ignore"):
+        cov = T @ (s2 * cov_s) @ T.T
+    full = np.zeros(4)
+    se = np.zeros(4)
+    for j, r in enumerate(regressors):
+        k = REGRESSORS.index(r)
+        full[k] = theta_p[j]
+        se[k] = np.sqrt(cov[j, j]) if np.isfinite(cov[j, j]) else np.inf
+    return SliceFit(full, se, cond, n, rss)
+
+
+@dataclass
+class SegmentFit:
+    """Piecewise-constant parameters of one direction.
+
+    Attributes
+    ----------
+    direction : int
+        +1 or -1.
+    edges : ndarray (S + 1,)
+        Segment boundaries, m (segment j is ``[edges[j], edges[j+1])``).
+    theta, stderr : ndarray (S, 4)
+        ``m, b, k, F0`` per segment and their standard errors.
+    cond : ndarray (S,)
+        Condition number of each segment's centred, scaled design.
+    n : ndarray (S,)
+        Samples per segment.
+    rss : ndarray (S,)
+        Residual sum of squares, N^2.
+    regressors : tuple of str
+    """
+
+    direction: int
+    edges: np.ndarray
+    theta: np.ndarray
+    stderr: np.ndarray
+    cond: np.ndarray
+    n: np.ndarray
+    rss: np.ndarray
+    regressors: tuple[str, ...]
+    info: dict = field(default_factory=dict)
+
+    @property
+    def segments(self) -> int:
+        return self.theta.shape[0]
+
+
+def _default_min_samples(p: int) -> int:
+    return max(5 * p, 2 * p + 2)
+
+
+def equal_edges(group: Group, segments: int) -> np.ndarray:
+    """``segments`` equal-width segments over the group's position range."""
+    if not isinstance(segments, (int, np.integer)) or segments < 1:
+        raise IdentError(f"the number of segments must be a positive integer, got {segments!r}")
+    lo, hi = float(group.x[0]), float(group.x[-1])
+    if hi <= lo:
+        raise IdentError("all samples of one direction are at the same position: "
+                         "no position range to segment")
+    return np.linspace(lo, hi, segments + 1)
+
+
+def _cuts(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    cuts = np.searchsorted(x, edges[1:-1], side="left")
+    return np.concatenate([[0], cuts, [x.size]])
+
+
+def _merge_small(cuts: np.ndarray, edges: np.ndarray, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Merge segments with fewer than ``min_samples`` samples into a neighbour."""
+    cuts, edges = list(cuts), list(edges)
+    while len(cuts) > 2:
+        counts = np.diff(cuts)
+        small = int(np.argmin(counts))
+        if counts[small] >= min_samples:
+            break
+        if small == len(counts) - 1:
+            drop = small          # merge the last segment into the one before
+        elif small == 0:
+            drop = 1
+        else:
+            drop = small if counts[small - 1] <= counts[small + 1] else small + 1
+        del cuts[drop]
+        del edges[drop]
+    return np.asarray(cuts), np.asarray(edges, dtype=np.float64)
+
+
+def fit_segments(group: Group, edges: np.ndarray | None = None, segments: int = 8,
+                 regressors: tuple[str, ...] = REGRESSORS,
+                 min_samples: int | None = None) -> SegmentFit:
+    """Ordinary least squares per position segment of one direction.
+
+    Parameters
+    ----------
+    group : Group
+        Direction-grouped, position-sorted samples.
+    edges : ndarray, optional
+        Segment boundaries (m, increasing); default ``segments`` equal widths
+        over the group's range.  The outer edges are widened to the data.
+    segments : int
+        Number of equal segments when ``edges`` is not given.
+    regressors : tuple of str
+        Subset of ``('a', 'v', 'x', '1')``.
+    min_samples : int, optional
+        Segments with fewer samples are merged into a neighbour (default
+        ``max(5 p, 2 p + 2)``).
+
+    Returns
+    -------
+    SegmentFit
+    """
+    p = len(regressors)
+    min_samples = _default_min_samples(p) if min_samples is None else int(min_samples)
+    if len(group) < max(min_samples, p + 1):
+        raise IdentError(f"direction {group.direction:+d} has only {len(group)} samples: "
+                         f"too few for {p} parameters")
+    edges = equal_edges(group, segments) if edges is None else np.asarray(edges, dtype=np.float64).copy()
+    if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
+        raise IdentError("segment edges must be an increasing list of at least two positions")
+    edges[0] = min(edges[0], float(group.x[0]))
+    edges[-1] = max(edges[-1], float(group.x[-1]))
+    cuts, edges = _merge_small(_cuts(group.x, edges), edges, min_samples)
+    phi = design(group, regressors)
+    y = group.force
+    fits = [fit_slice(phi[i:j], y[i:j], regressors) for i, j in zip(cuts[:-1], cuts[1:])]
+    return SegmentFit(group.direction, edges,
+                      np.array([f.theta for f in fits]), np.array([f.stderr for f in fits]),
+                      np.array([f.cond for f in fits]), np.array([f.n for f in fits]),
+                      np.array([f.rss for f in fits]), tuple(regressors))
+
+
+def _bin_stats(phi: np.ndarray, y: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Cumulative Gram matrices of ``[phi | y]`` at the bin cuts, shape (B + 1, q, q)."""
+    Z = np.column_stack([phi, y])
+    q = Z.shape[1]
+    starts = cuts[:-1]
+    G = np.zeros((starts.size, q, q))
+    for i in range(q):
+        for j in range(i, q):
+            s = np.add.reduceat(Z[:, i] * Z[:, j], starts)
+            G[:, i, j] = s
+            G[:, j, i] = s
+    C = np.zeros((starts.size + 1, q, q))
+    np.cumsum(G, axis=0, out=C[1:])
+    return C
+
+
+def auto_segments(group: Group, regressors: tuple[str, ...] = REGRESSORS,
+                  resolution: float | None = None, min_samples: int | None = None,
+                  penalty: float = 1.0, max_segments: int = 60) -> SegmentFit:
+    """Segment boundaries chosen from the data by minimum BIC (see the module docstring).
+
+    Parameters
+    ----------
+    group : Group
+        Direction-grouped, position-sorted samples.
+    regressors : tuple of str
+        Subset of ``('a', 'v', 'x', '1')``.
+    resolution : float, optional
+        Spacing of the candidate boundaries, m (default: range / 200).
+    min_samples : int, optional
+        Fewest samples in a segment (default ``max(5 p, 2 p + 2)``).
+    penalty : float
+        Multiplier of the BIC complexity term (1 = BIC).
+    max_segments : int
+        If the optimum has more segments, the penalty is doubled until it has not.
+
+    Returns
+    -------
+    SegmentFit
+        With ``info`` holding the BIC, the final penalty and the resolution.
+    """
+    p = len(regressors)
+    min_samples = _default_min_samples(p) if min_samples is None else int(min_samples)
+    x = group.x
+    lo, hi = float(x[0]), float(x[-1])
+    if hi <= lo:
+        raise IdentError("all samples of one direction are at the same position")
+    resolution = (hi - lo) / 200.0 if resolution is None else float(resolution)
+    if resolution <= 0:
+        raise IdentError(f"resolution must be > 0 m, got {resolution!r}")
+    nb = max(1, int(np.ceil((hi - lo) / resolution)))
+    edges = lo + resolution * np.arange(nb + 1)
+    edges[-1] = max(edges[-1], hi)
+    cuts = _cuts(x, edges)
+    keep = np.concatenate([[True], np.diff(cuts) > 0])  # drop empty bins
+    keep[-1] = True
+    cuts, edges = cuts[keep], edges[keep]
+    # global centring/scaling for the sufficient statistics
+    phi = design(group, regressors)
+    const = [j for j, r in enumerate(regressors) if r == "1"]
+    centre = phi.mean(axis=0)
+    centre[const] = 0.0
+    scale = np.sqrt(np.mean((phi - centre) ** 2, axis=0))
+    scale[scale == 0.0] = 1.0
+    phis = (phi - centre) / scale
+    yc = group.force - group.force.mean()
+    ys = yc / (np.sqrt(np.mean(yc * yc)) or 1.0)
+    C = _bin_stats(phis, ys, cuts)
+    counts = cuts
+    B = cuts.size - 1
+    n = x.size
+    pen0 = (p + 2) * np.log(n)
+    tiny = 1e-300
+
+    def partition(pen: float) -> tuple[list[int], float]:
+        best = np.full(B + 1, np.inf)
+        best[0] = 0.0
+        arg = np.zeros(B + 1, dtype=np.int64)
+        for j in range(1, B + 1):
+            starts = np.arange(j)
+            nseg = counts[j] - counts[starts]
+            ok = (nseg >= min_samples) & np.isfinite(best[starts])
+            if not ok.any():
+                continue
+            starts = starts[ok]
+            G = C[j] - C[starts]
+            A = G[:, :p, :p]
+            z = G[:, :p, p]
+            yy = G[:, p, p]
+            ridge = 1e-12 * np.trace(A, axis1=1, axis2=2)[:, None, None] * np.eye(p) + 1e-300
+            theta = np.linalg.solve(A + ridge, z[:, :, None])[:, :, 0]
+            rss = np.maximum(yy - np.einsum("ij,ij->i", z, theta), tiny + 1e-15 * yy)
+            ns = nseg[ok]
+            cost = best[starts] + ns * np.log(rss / ns) + pen
+            k = int(np.argmin(cost))
+            best[j] = cost[k]
+            arg[j] = starts[k]
+        if not np.isfinite(best[B]):
+            return [0, B], np.inf
+        bounds = [B]
+        while bounds[-1] > 0:
+            bounds.append(int(arg[bounds[-1]]))
+        return bounds[::-1], float(best[B])
+
+    mult = float(penalty)
+    if mult <= 0:
+        raise IdentError(f"penalty must be > 0, got {penalty!r}")
+    if n < min_samples:
+        raise IdentError(f"direction {group.direction:+d} has only {n} samples "
+                         f"(a segment needs at least {min_samples})")
+    while True:
+        bounds, bic = partition(mult * pen0)
+        if len(bounds) - 1 <= max_segments:
+            break
+        mult *= 2.0
+    seg_edges = edges[bounds]
+    fit = fit_segments(group, seg_edges, regressors=regressors, min_samples=min_samples)
+    fit.info = {"bic": bic, "penalty": mult, "resolution": resolution,
+                "candidates": int(B)}
+    return fit
