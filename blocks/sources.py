@@ -171,3 +171,249 @@ class Chirp(Block):
         y[0] = a * s
         dy[0] = a * w * c
         ddy[0] = -a * w * w * s + a * 2.0 * math.pi * df * c
+
+
+@njit
+def _fade_envelope(t, fade, t_end):
+    """Raised-cosine envelope ``w`` and its derivatives ``w', w''`` at time ``t``.
+
+    ``w`` rises from 0 to 1 over ``[0, fade]`` as ``(1 - cos(pi t / fade)) / 2``
+    and, when ``t_end > 0``, falls back to 0 over ``[t_end - fade, t_end]``
+    mirror-symmetrically; it is 0 from ``t_end`` on.  ``fade = 0`` gives
+    ``w = 1`` for every ``t`` (no envelope, and no end).
+    """
+    if fade <= 0.0:
+        return 1.0, 0.0, 0.0
+    if t <= 0.0 or (t_end > 0.0 and t >= t_end):
+        return 0.0, 0.0, 0.0
+    c = math.pi / fade
+    w, dw, ddw = 1.0, 0.0, 0.0
+    if t < fade:
+        w = 0.5 * (1.0 - math.cos(c * t))
+        dw = 0.5 * c * math.sin(c * t)
+        ddw = 0.5 * c * c * math.cos(c * t)
+    if t_end > 0.0 and t_end - t < fade:
+        u = t_end - t
+        wo = 0.5 * (1.0 - math.cos(c * u))
+        dwo = -0.5 * c * math.sin(c * u)
+        ddwo = 0.5 * c * c * math.cos(c * u)
+        ddw = ddw * wo + 2.0 * dw * dwo + w * ddwo      # product rule (fade-in x fade-out)
+        dw = dw * wo + w * dwo
+        w = w * wo
+    return w, dw, ddw
+
+
+_MOTION_OUTPUTS = {"pos": Out(1, unit="m", depends="state", doc="position reference"),
+                   "vel": Out(1, unit="m/s", depends="state", doc="analytic velocity"),
+                   "acc": Out(1, unit="m/s^2", depends="state", doc="analytic acceleration")}
+
+
+class SweptSine(Block):
+    """Constant-amplitude swept sine position trajectory with analytic velocity and acceleration.
+
+    The probe trajectory of Colton & Hollerbach 2005 (seed 002): a sine of
+    constant amplitude whose frequency sweeps from ``f_start`` to ``f_end``
+    over ``sweep_time`` (defaults: 25 mm, 1 -> 4 Hz, 90 s, i.e. a 50 mm range).
+    With ``f_start == f_end`` it is a plain sine (the 1.5 Hz and 2 Hz tests of
+    seeds 000 and 002)::
+
+        pos(t) = center + A w(t) sin(phi(t) + phase)
+        phi(t) = 2 pi (f0 t + (f1 - f0) t^2 / (2 T))             method 'linear'
+               = 2 pi f0 T (exp(r t) - 1) / (T r),  r = ln(f1/f0)/T   method 'log'
+        f(t)   = phi'(t) / (2 pi)  = f0 + (f1 - f0) t / T  or  f0 exp(r t)
+
+    for ``0 <= t <= T`` (``T = sweep_time``).  The envelope ``w`` is a raised
+    cosine over ``fade`` seconds at both ends of the sweep,
+    ``w = (1 - cos(pi t / fade)) / 2`` rising from ``t = 0`` and its mirror
+    image falling to 0 at ``t = T``, and 1 in between; so with ``fade > 0``
+    position, velocity and acceleration all start at ``center``, 0, 0 (no
+    feed-forward kick) and the motion stops at ``T`` (output ``center``, 0, 0
+    afterwards).  With ``fade = 0`` the envelope is 1 and after ``T`` the sine
+    continues at ``f_end`` with continuous phase.  ``2 fade <= T`` is required.
+    The raised cosine is continuous with its first derivative, not its
+    second: where the sine is not at a zero crossing when a fade starts or
+    ends, ``acc`` steps by up to ``A (pi / fade)^2 / 2`` (0.1 m/s^2 for
+    20 mm and 1 s) - a small feed-forward step, where no fade gives a
+    velocity step.
+
+    Velocity and acceleration are the exact time derivatives, including the
+    envelope's::
+
+        vel = A (w' s + w phi' c)
+        acc = A (w'' s + 2 w' phi' c + w (phi'' c - phi'^2 s)),
+        s = sin(phi + phase), c = cos(phi + phase)
+
+    Ports
+    -----
+    pos : out, (1,), m        position reference
+    vel : out, (1,), m/s      its time derivative (for feed-forward)
+    acc : out, (1,), m/s^2    its second time derivative (inertia feed-forward)
+    """
+
+    outputs = _MOTION_OUTPUTS
+    params = {"amplitude": Live(0.025, unit="m", doc="amplitude (seed 002: 50 mm range -> 25 mm)"),
+              "f_start": Live(1.0, unit="Hz", check=positive, doc="frequency at t = 0"),
+              "f_end": Live(4.0, unit="Hz", check=positive, doc="frequency at t = sweep_time"),
+              "sweep_time": Live(90.0, unit="s", check=positive, doc="duration of the sweep"),
+              "method": Structural("linear", kind="str", check=one_of("linear", "log"),
+                                   doc="frequency law: linear or log (exponential)"),
+              "fade": Live(0.0, unit="s", check=nonnegative,
+                           doc="raised-cosine fade-in/out length at both ends (0 = none)"),
+              "phase": Live(0.0, unit="rad", doc="phase added to phi"),
+              "center": Live(0.0, unit="m", doc="centre position")}
+
+    def configure(self) -> None:
+        self._check_fade("fade")
+
+    def _check_fade(self, name: str) -> None:
+        if 2.0 * self.fade > self.sweep_time:
+            raise ParamError(name, f"parameter 'fade' ({self.fade} s) must be at most half of "
+                                   f"'sweep_time' ({self.sweep_time} s): it fades in and out")
+
+    def set(self, name: str, value: object) -> None:
+        """Change a live parameter, keeping ``2 fade <= sweep_time``.
+
+        Raises
+        ------
+        ParamError
+            As :meth:`Block.set`, or if the change breaks ``2 fade <= sweep_time``
+            (the old value is kept).
+        """
+        old = self.values.get(name)
+        super().set(name, value)
+        try:
+            self._check_fade(name)
+        except ParamError:
+            self.values[name] = old
+            raise
+
+    def pack(self) -> np.ndarray:
+        log = 1.0 if self.method == "log" else 0.0
+        return np.array([self.amplitude, self.f_start, self.f_end, self.sweep_time, self.fade,
+                         self.phase, self.center, log])
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, pos, vel, acc):
+        a, f0, f1, T, fade = p[0], p[1], p[2], p[3], p[4]
+        tau = min(t, T)
+        if p[7] == 0.0:
+            k = (f1 - f0) / T
+            phi = 2.0 * math.pi * (f0 * tau + 0.5 * k * tau * tau)
+            f = f0 + k * tau
+            df = k
+        else:
+            r = math.log(f1 / f0) / T
+            if r != 0.0:
+                phi = 2.0 * math.pi * f0 * math.expm1(r * tau) / r
+            else:
+                phi = 2.0 * math.pi * f0 * tau
+            f = f0 * math.exp(r * tau)
+            df = f * r
+        if t > T:
+            phi += 2.0 * math.pi * f1 * (t - T)
+            f = f1
+            df = 0.0
+        w, dw, ddw = _fade_envelope(t, fade, T)
+        wp = 2.0 * math.pi * f
+        wpp = 2.0 * math.pi * df
+        s = math.sin(phi + p[5])
+        c = math.cos(phi + p[5])
+        pos[0] = p[6] + a * w * s
+        vel[0] = a * (dw * s + w * wp * c)
+        acc[0] = a * (ddw * s + 2.0 * dw * wp * c + w * (wpp * c - wp * wp * s))
+
+
+def schroeder_phases(amplitudes) -> np.ndarray:
+    """Schroeder (1970) phases giving a low crest factor for a multisine.
+
+    ``phi_k = -2 pi sum_{l<k} (k - l) p_l`` with power shares
+    ``p_l = A_l^2 / sum A^2``; for equal amplitudes this is
+    ``-pi k (k - 1) / N`` (k = 1..N).
+    """
+    a = np.asarray(amplitudes, dtype=np.float64)
+    share = a * a / np.sum(a * a)
+    n = a.size
+    phases = np.zeros(n)
+    for k in range(1, n + 1):
+        phases[k - 1] = -2.0 * math.pi * sum((k - l) * share[l - 1] for l in range(1, k))
+    return phases
+
+
+class Multisine(Block):
+    """Sum of sines (position trajectory) with analytic velocity and acceleration.
+
+    ::
+
+        pos(t) = center + w(t) sum_k A_k sin(2 pi f_k t + phi_k)
+
+    ``frequencies``, ``amplitudes`` (one value for all, or one per frequency)
+    and ``phases`` are structural lists.  ``schroeder: true`` sets the phases
+    to Schroeder's low-crest-factor law (see :func:`schroeder_phases`)
+    instead of ``phases`` (default all 0).  ``w`` is an optional raised-cosine
+    fade-in over ``fade`` s (as :class:`SweptSine`, but without a fade-out);
+    velocity and acceleration are exact derivatives, including the
+    envelope's.
+
+    Ports
+    -----
+    pos : out, (1,), m        position reference
+    vel : out, (1,), m/s      its time derivative
+    acc : out, (1,), m/s^2    its second time derivative
+    """
+
+    outputs = _MOTION_OUTPUTS
+    params = {"frequencies": Structural((1.0, 2.0, 3.0), kind="floats", unit="Hz",
+                                        check=positive, doc="frequency of each sine"),
+              "amplitudes": Structural((0.005,), kind="floats", unit="m",
+                                       doc="amplitude of each sine (or one for all)"),
+              "phases": Structural(None, kind="floats", unit="rad",
+                                   doc="phase of each sine (default 0; not with schroeder)"),
+              "schroeder": Structural(False, kind="bool",
+                                      doc="use Schroeder phases (low crest factor)"),
+              "fade": Live(0.0, unit="s", check=nonnegative, doc="raised-cosine fade-in length"),
+              "center": Live(0.0, unit="m", doc="centre position")}
+
+    def configure(self) -> None:
+        n = len(self.frequencies)
+        if len(self.amplitudes) not in (1, n):
+            raise ParamError("amplitudes", f"parameter 'amplitudes' must have 1 or {n} values "
+                                           f"(one per frequency), got {len(self.amplitudes)}")
+        if self.phases is not None:
+            if self.schroeder:
+                raise ParamError("phases", "give either 'phases' or 'schroeder: true', not both")
+            if len(self.phases) != n:
+                raise ParamError("phases", f"parameter 'phases' must have {n} values (one per "
+                                           f"frequency), got {len(self.phases)}")
+
+    def component_phases(self) -> np.ndarray:
+        """The phase (rad) of each sine as used by the kernel."""
+        n = len(self.frequencies)
+        if self.schroeder:
+            return schroeder_phases(np.broadcast_to(self.amplitudes, (n,)))
+        return np.zeros(n) if self.phases is None else np.asarray(self.phases, dtype=np.float64)
+
+    def pack(self) -> np.ndarray:
+        n = len(self.frequencies)
+        amps = np.broadcast_to(np.asarray(self.amplitudes, dtype=np.float64), (n,))
+        omega = 2.0 * math.pi * np.asarray(self.frequencies)
+        return np.concatenate([[self.center, self.fade], amps, omega, self.component_phases()])
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, pos, vel, acc):
+        n = (p.size - 2) // 3
+        y = 0.0
+        dy = 0.0
+        ddy = 0.0
+        for k in range(n):
+            a, w = p[2 + k], p[2 + n + k]
+            s = math.sin(w * t + p[2 + 2 * n + k])
+            c = math.cos(w * t + p[2 + 2 * n + k])
+            y += a * s
+            dy += a * w * c
+            ddy -= a * w * w * s
+        e, de, dde = _fade_envelope(t, p[1], 0.0)
+        pos[0] = p[0] + e * y
+        vel[0] = de * y + e * dy
+        acc[0] = dde * y + 2.0 * de * dy + e * ddy

@@ -97,9 +97,10 @@ class Block:
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        clash = [n for n in cls.params if hasattr(Block, n)]
+        clash = [n for n in cls.params if hasattr(Block, n) or n in ("type", "rate", "tick_offset")]
         if clash:
-            raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes")
+            raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes "
+                            "or the graph-file block keys type/rate/tick_offset")
         from .registry import register
         register(cls)
 

@@ -1,4 +1,4 @@
-"""The ``hapflow`` command line: run, check, blocks.
+"""The ``hapflow`` command line: run, check, blocks, identify, verify.
 
 Errors print one message without a traceback and exit non-zero (2 for a bad
 graph or argument, 1 for a failed run, 130 for Ctrl-C); a run that stops
@@ -130,6 +130,8 @@ def parser() -> argparse.ArgumentParser:
     blocks = sub.add_parser("blocks", help="block reference")
     blocks.add_argument("name", nargs="?", help="a block type for its full reference")
     blocks.set_defaults(func=cmd_blocks)
+    from .ident.commands import register as register_ident
+    register_ident(sub)  # identify, verify
     return p
 
 
@@ -144,6 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hapflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:                      # output piped into head, less ...
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -140,7 +140,7 @@ class Graph:
             raise GraphError(f"block {name!r}: {problem}", where, block=name)
         divider = self._divider(name, rate, where)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
-            raise GraphError(f"block {name!r}: offset must be an integer tick count in "
+            raise GraphError(f"block {name!r}: tick offset must be an integer tick count in "
                              f"[0, {divider - 1}], got {offset!r}", where, block=name, key="offset")
         if divider > 1 and (block.cstate or block.nguards):
             raise GraphError(f"block {name!r} ({type(block).__name__}) has continuous state or "

@@ -126,7 +126,11 @@ class Simulation:
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]
-        values = self.graph.nodes[name].block.pack()
+        try:
+            values = self.graph.nodes[name].block.pack()
+        except ParamError as exc:
+            raise GraphError(f"block {name!r}: {exc}", self.graph.nodes[name].where,
+                             block=name) from None
         if values.size != slot.size:
             raise GraphError(f"block {name!r}: pack() returned {values.size} values, "
                              f"expected {slot.size} (live parameters cannot change sizes)",

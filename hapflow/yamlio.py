@@ -13,7 +13,7 @@ block types come from :mod:`hapflow.registry`, never from import paths.
     blocks:
       src:   {type: Sine, amplitude: 1.0, frequency: 2.0}
       plant: {type: MassSpringDamper, mass: 1.0, damping: 2.0, stiffness: 400.0}
-      ctrl:  {type: Gain, gain: 0.5, rate: 250}     # rate: block rate in Hz
+      ctrl:  {type: Gain, gain: 0.5, rate: 250}     # rate: block rate in Hz (tick_offset: ticks)
     wires:
       - src.y -> plant.force
     record: [plant.pos]
@@ -41,7 +41,7 @@ _Loader.add_implicit_resolver(
 
 TOP_KEYS = ("name", "rate", "duration", "seed", "solver", "events", "max_events",
             "blocks", "wires", "record", "hardware")
-BLOCK_KEYS = ("type", "rate", "offset")
+BLOCK_KEYS = ("type", "rate", "tick_offset")
 
 
 class _Reader:
@@ -175,10 +175,11 @@ def _blocks(r: _Reader, graph: Graph, node: yaml.Node) -> None:
         block = construct(type_name, cls, values, name, param_where.get("type", where),
                           param_where, registry.names())
         try:
-            graph.add(name, block, rate=fields.get("rate"), offset=fields.get("offset", 0),
+            graph.add(name, block, rate=fields.get("rate"), offset=fields.get("tick_offset", 0),
                       where=where)
         except GraphError as exc:
-            raise GraphError(exc.message, param_where.get(exc.key, where), block=name) from None
+            key = {"offset": "tick_offset"}.get(exc.key, exc.key)
+            raise GraphError(exc.message, param_where.get(key, where), block=name) from None
 
 
 def load(path: str | Path) -> Graph:
@@ -205,7 +206,7 @@ def to_dict(graph: Graph) -> dict[str, Any]:
         if node.divider > 1:
             entry["rate"] = graph.rate / node.divider
         if node.offset:
-            entry["offset"] = node.offset
+            entry["tick_offset"] = node.offset
         entry.update({k: _plain(v) for k, v in node.block.values.items()})
         blocks[name] = entry
     data: dict[str, Any] = {"name": graph.name, "rate": graph.rate, "duration": graph.duration,

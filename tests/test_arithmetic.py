@@ -13,6 +13,7 @@ import pytest
 from numba import njit
 
 import hapflow
+from tests.helpers import table
 from hapflow.block import Block, ParamError
 from hapflow.blocks.arithmetic import Gain, Product, Saturation, Sum
 from hapflow.blocks.mechanical import MassSpringDamper
@@ -28,42 +29,10 @@ Q = rng.uniform(0.5, 2.0, (N, 3)) * rng.choice([-1.0, 1.0], (N, 3))
 SINE = dict(amplitude=3.0, frequency=5.0, phase=0.2)
 
 
-class _Table(Block):
-    """Test source: replays ``table`` (rows of ``size`` values), one row per tick.
-
-    Ports
-    -----
-    y : out, (size,), any unit    the row of the current tick
-    """
-
-    params = {"rate": Live(1000.0, unit="Hz", doc="base rate of the graph"),
-              "table": Live((0.0,), kind="floats", doc="rows, flattened"),
-              "size": Structural(1, kind="int", doc="values per row")}
-
-    def configure(self) -> None:
-        self.outputs = {"y": Out(self.size, depends="state", doc="current row")}
-
-    def pack(self) -> np.ndarray:
-        return np.concatenate([[self.rate], np.asarray(self.table)])
-
-    @staticmethod
-    @njit
-    def output(t, x, d, m, p, y):
-        n = y.size
-        rows = (p.size - 1) // n
-        k = min(int(math.floor(t * p[0] + 0.5)), rows - 1)
-        for j in range(n):
-            y[j] = p[1 + k * n + j]
-
-
-def _table(values: np.ndarray) -> _Table:
-    return _Table(rate=RATE, table=values.ravel(), size=values.shape[1])
-
-
 def _graph() -> hapflow.Graph:
     g = hapflow.Graph(name="test_arithmetic", rate=RATE, duration=N / RATE)
     for name, values in (("p1", P1), ("p2", P2), ("p3", P3), ("q", Q)):
-        g.add(name, _table(values))
+        g.add(name, table(values))
     g.add("sine", Sine(**SINE, unit="m"))
     g.add("gain", Gain(gain=-2.5))
     g.add("gain3", Gain(gain=0.3, size=3))

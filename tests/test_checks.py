@@ -106,7 +106,7 @@ def test_unknown_block_setting_suggests_rate():
     assert "'rte'" in msg
     assert "block 'ctrl'" in msg
     assert "did you mean 'rate'?" in msg
-    for name in ("type", "rate", "offset", *Gain.params):
+    for name in ("type", "rate", "tick_offset", *Gain.params):
         assert name in msg.split("'rte'", 1)[1], f"{name!r} not listed as valid in:\n{msg}"
 
 
@@ -282,9 +282,9 @@ def test_continuous_block_cannot_run_slower():
 
 def test_block_offset_out_of_range():
     path, err = load_error("bad_offset")
-    msg = assert_located(err, path, line_of(path, "offset: 2"))
+    msg = assert_located(err, path, line_of(path, "tick_offset: 2"))
     assert "block 'ctrl'" in msg
-    assert "offset must be an integer tick count in [0, 1], got 2" in msg
+    assert "tick offset must be an integer tick count in [0, 1], got 2" in msg
 
 
 # ---------------------------------------------------------------- graph file

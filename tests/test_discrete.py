@@ -14,6 +14,7 @@ import scipy.signal
 from numba import njit
 
 import hapflow
+from tests.helpers import table
 from hapflow.block import Block, ParamError
 from hapflow.blocks.arithmetic import Sum
 from hapflow.blocks.discrete import TransferFunction, UnitDelay
@@ -37,38 +38,6 @@ NUM2S, DEN2S = [0.0, 0.3, 0.1], [1.0, -0.5, 0.06]         # leading zero: strict
 NUML, DENL = [0.2, 0.1], [1.0, -0.5, 0.3]                 # in a feedback loop
 
 
-class _Table(Block):
-    """Test source: replays ``table`` (rows of ``size`` values), one row per tick.
-
-    Ports
-    -----
-    y : out, (size,), any unit    the row of the current tick
-    """
-
-    params = {"rate": Live(1000.0, unit="Hz", doc="base rate of the graph"),
-              "table": Live((0.0,), kind="floats", doc="rows, flattened"),
-              "size": Structural(1, kind="int", doc="values per row")}
-
-    def configure(self) -> None:
-        self.outputs = {"y": Out(self.size, depends="state", doc="current row")}
-
-    def pack(self) -> np.ndarray:
-        return np.concatenate([[self.rate], np.asarray(self.table)])
-
-    @staticmethod
-    @njit
-    def output(t, x, d, m, p, y):
-        n = y.size
-        rows = (p.size - 1) // n
-        k = min(int(math.floor(t * p[0] + 0.5)), rows - 1)
-        for j in range(n):
-            y[j] = p[1 + k * n + j]
-
-
-def _table(values: np.ndarray) -> _Table:
-    return _Table(rate=RATE, table=values.ravel(), size=values.shape[1])
-
-
 def lfilter_z(num, den, u):
     """``lfilter`` for coefficients in descending powers of z (pad num to len(den))."""
     b = np.concatenate([np.zeros(len(den) - len(num)), num])
@@ -86,8 +55,8 @@ def held(values_at_hits, offset, divider, n, before=0.0):
 # ================================================================ UnitDelay
 def _delay_graph() -> hapflow.Graph:
     g = hapflow.Graph(name="test_unit_delay", rate=RATE, duration=N / RATE)
-    g.add("u2", _table(U2))
-    g.add("u1", _table(U1))
+    g.add("u2", table(U2))
+    g.add("u1", table(U1))
     g.add("c", Constant(value=[C]))
     g.add("d1", UnitDelay(initial=0.75, size=2))
     g.add("d4", UnitDelay(initial=-1.0, size=2), rate=RATE / 4)
@@ -190,7 +159,7 @@ def test_unit_delay_has_no_feedthrough():
 # ================================================================ TransferFunction
 def _tf_graph() -> hapflow.Graph:
     g = hapflow.Graph(name="test_transfer_function", rate=RATE, duration=N / RATE)
-    g.add("u", _table(U1))
+    g.add("u", table(U1))
     g.add("tf2", TransferFunction(num=B2, den=A2))
     g.add("tf3", TransferFunction(num=NUM3, den=DEN3))
     g.add("tf3b", TransferFunction(num=NUM3B, den=DEN3B))

@@ -3,7 +3,7 @@
 Identification needs position ``x``, velocity ``v``, acceleration ``a`` and
 force ``F`` at every sample.  The rig measures ``x`` (encoder), ``F`` and
 ``a`` (impedance head); ``v`` must be estimated.  :func:`estimate_motion`
-offers four estimators (all zero-phase, so no lag biases the fit):
+offers four estimators (none lags, so no delay biases the fit):
 
 ``difference``
     central differences of the raw encoder (baseline only; not recommended).
@@ -25,22 +25,48 @@ offers four estimators (all zero-phase, so no lag biases the fit):
     accelerometer bias and integration drift are low-frequency and are
     replaced by the encoder.
 
-Which works best (``bench/ident.py`` prints the table; numbers from a 100 s
-1-4 Hz swept sine at 4 kHz through a known locally linear model, 5 um
-encoder, accelerometer noise 0.05 m/s^2 RMS with a 0.02 m/s^2 bias, force
-noise 0.02 N): see :data:`FINDINGS`.  In short: with zero-phase filtering the
-encoder velocity is already accurate (the quantisation noise of a 5 um
-encoder, differentiated and filtered at 40 Hz, is ~2e-5 m/s RMS); the
-accelerometer adds nothing to ``v`` but is the better acceleration, and the
-fusion gives the smallest combined error.  The raw finite difference is the
-one that is noisy (~8 mm/s for ``v``, tens of m/s^2 for ``a``), and a causal
-filter would add lag; neither is what limits the damping estimate once the
-filtering is zero-phase.  What limits it is excitation: under a single
-sinusoid the velocity at a given position and direction is one fixed value
-(``v = +-w sqrt(A^2 - x^2)``) and ``a = -w^2 x``, so within a position
-segment ``v`` and ``a`` are nearly functions of ``x`` and ``b`` (and ``m``)
-cannot be separated from ``k`` and ``F0``: the segment condition numbers
-(:mod:`hapflow.ident.segmented`) show it.  A swept sine (seed 002) fixes that.
+Which works best (``bench/ident.py`` prints these tables).  (1) A 100 s,
+1-4 Hz, 25 mm swept sine at 4 kHz through a known piecewise model (5 um
+encoder; accelerometer noise 0.05 m/s^2 RMS plus a 0.02 m/s^2 bias; force
+noise 0.02 N); RMS errors of the estimates and parameter errors of a
+segmented fit on the true segment edges, % of the true values' RMS::
+
+    estimator      v RMS [m/s]  a RMS [m/s^2]   m %     b %     k %     F0 %
+    difference     4.1e-03      1.4e+01        98.5   133.2   12.5     34.3
+    causal 50 Hz   2.6e-02      5.6e-01         7.6    15.0    0.39     1.4  (real-time filter)
+    encoder  40 Hz 3.3e-05      7.0e-03         0.052   0.035  0.0039   0.035
+    accel   200 Hz 2.4e-03      1.9e-02         0.97    2.1    0.11     0.45
+    fusion  200 Hz 7.1e-05      1.4e-02         0.042   0.029  0.0025   0.033
+
+(2) The simulated rig of ``graphs/colton2005_sweep.yaml`` (PID-driven motor,
+5 um encoder, impedance head; truth from the device), median |error| of 8
+segments over +-22 mm::
+
+    estimator      v RMS [m/s]  a RMS [m/s^2]  m [kg]  b [N s/m]  k [N/m]  F0 [N]  NRMSE %
+    difference     4.1e-03      1.4e+01        0.58    9.7        206      2.96    1.43
+    encoder  40 Hz 1.2e-03      5.2e-01        0.020   0.64        38      0.46    0.34
+    encoder 100 Hz 2.5e-04      3.2e-01        0.013   0.36         4.1    0.077   0.22
+    fusion  200 Hz 2.6e-04      2.9e-01        0.025   0.37         5.1    0.092   0.19
+
+``fusion`` (the default when there is an accelerometer) gives the best or
+near-best parameters and the lowest NRMSE in both: its acceleration is the
+accelerometer's (no double differentiation, so a wide band costs little
+noise) and its velocity is the encoder's below the 5 Hz crossover.  The
+zero-phase ``encoder`` differentiator is as good when its band is wide
+enough for the data (40 Hz suits the noise-limited synthetic data; the rig's
+servo chatter puts real acceleration - and ``m a`` in the force - above
+40 Hz, which a narrow filter removes from ``a`` but not from ``F``).
+``accel`` loses the low frequencies of ``v`` to its high-pass.  What spoils
+the damping (seed 000's complaint) is a raw difference (noise: m and b off
+by ~100 %) or a causal filter (lag: b off by 15 %); zero-phase estimators
+remove both.  The other limit is excitation: under a single sinusoid
+``a = -w^2 x`` and, per direction, ``v`` is a function of ``x``, so within a
+segment ``m`` cannot be told from ``k`` (median condition number 47 vs 4.7
+for the sweep, m off by ~100 %): the swept sine of seed 002 fixes that.
+
+The first and last ``trim`` seconds (:func:`default_trim`) are marked
+invalid (``Motion.valid``): the zero-phase filters' edge transients spoil
+them, and they are neither fitted nor verified.
 
 Direction grouping (:func:`direction_labels`): ``+1`` where the velocity
 estimate exceeds ``deadband``, ``-1`` below ``-deadband``, ``0`` (not used for
@@ -62,13 +88,39 @@ from .errors import IdentError, SignalError
 
 VELOCITY_METHODS = ("fusion", "encoder", "accel", "difference")
 
-DEFAULTS = {"order": 2, "cutoff": 40.0, "crossover": 5.0, "highpass": 0.5, "deadband": 5e-3}
-"""Default estimator settings: Butterworth order, low-pass cutoff (Hz),
-fusion crossover (Hz), accelerometer high-pass (Hz), direction dead band (m/s)."""
+DEFAULTS = {"order": 2, "cutoff": None, "crossover": 5.0, "highpass": 0.5, "deadband": 5e-3,
+            "trim": None}
+"""Default estimator settings: Butterworth order, low-pass cutoff (Hz; ``None``:
+:func:`default_cutoff`), fusion crossover (Hz), accelerometer high-pass (Hz),
+direction dead band (m/s), and the time trimmed at each end (s; ``None``:
+:func:`default_trim`)."""
 
-FINDINGS = """\
-velocity/acceleration estimators on a simulated swept sine with known truth
-(filled in from bench/ident.py; see the module docstring)"""
+
+def default_cutoff(method: str, rate: float) -> float:
+    """Low-pass cutoff (Hz) by estimator: 40 Hz for ``encoder``, 200 Hz with an accelerometer.
+
+    A differentiated encoder gets noisier with bandwidth (twice differentiated
+    for ``a``), so ``encoder`` keeps 40 Hz, ten times the sweep's top
+    frequency.  The accelerometer needs no differentiation, and a rig's
+    acceleration (and so ``m a`` in the force) has content well above 40 Hz
+    - servo and quantisation chatter - that a narrow filter would take out
+    of ``a`` but not of ``F``; ``fusion`` and ``accel`` keep 200 Hz.  Never
+    above 0.4 times the sample rate.
+    """
+    return min(40.0 if method in ("encoder", "difference") else 200.0, 0.4 * rate)
+
+
+def default_trim(method: str, cutoff: float, crossover: float, highpass: float) -> float:
+    """Seconds at each end spoiled by the zero-phase filters' edge transients.
+
+    ``3 / f`` for the lowest corner ``f`` the estimator uses (``cutoff`` for
+    ``encoder``, ``crossover`` for ``fusion``, ``highpass`` for ``accel``; 0 for
+    ``difference``).  A zero-phase filter pads the record by reflection, which
+    keeps the value and slope continuous at the ends but not the curvature;
+    the resulting error decays with the filter's impulse response.
+    """
+    corner = {"encoder": cutoff, "fusion": crossover, "accel": highpass}.get(method)
+    return 0.0 if corner is None else 3.0 / corner
 
 # unit name -> factor to SI, per quantity
 UNITS: dict[str, dict[str, float]] = {
@@ -99,7 +151,11 @@ class Motion:
         Velocity (m/s) and acceleration (m/s^2) estimates; ``None`` for
         quasi-static data (no time base).
     direction : ndarray of int8
-        +1 (v > deadband), -1 (v < -deadband) or 0 (dead band: not fitted).
+        +1 (v > deadband), -1 (v < -deadband) or 0 (dead band or trimmed: not fitted).
+    valid : ndarray of bool
+        False for the samples at both ends whose estimates the zero-phase
+        filters' edge transients spoil (``trim``); they are neither fitted
+        nor verified.
     time : ndarray or None
         Sample times in s (``None`` for quasi-static data).
     rate : float or None
@@ -116,6 +172,7 @@ class Motion:
     vel: np.ndarray | None
     acc: np.ndarray | None
     direction: np.ndarray
+    valid: np.ndarray | None = None
     time: np.ndarray | None = None
     rate: float | None = None
     source: dict[str, Any] = field(default_factory=dict)
@@ -128,6 +185,10 @@ class Motion:
 
     def __len__(self) -> int:
         return self.x.shape[0]
+
+    def __post_init__(self):
+        if self.valid is None:
+            self.valid = np.ones(self.x.shape[0], dtype=bool)
 
 
 @dataclass
@@ -221,7 +282,7 @@ def _integrate(acc: np.ndarray, rate: float) -> np.ndarray:
 
 def estimate_motion(x: np.ndarray, rate: float, accel: np.ndarray | None = None,
                     method: str = "fusion", order: int = DEFAULTS["order"],
-                    cutoff: float = DEFAULTS["cutoff"], crossover: float = DEFAULTS["crossover"],
+                    cutoff: float | None = None, crossover: float = DEFAULTS["crossover"],
                     highpass: float = DEFAULTS["highpass"]) -> tuple[np.ndarray, np.ndarray]:
     """Velocity and acceleration from encoder position and (optionally) an accelerometer.
 
@@ -237,8 +298,9 @@ def estimate_motion(x: np.ndarray, rate: float, accel: np.ndarray | None = None,
         See the module docstring.
     order : int
         Butterworth prototype order (zero-phase: effective order doubles).
-    cutoff : float
-        Low-pass corner (Hz) of the encoder differentiator and the accelerometer.
+    cutoff : float, optional
+        Low-pass corner (Hz) of the encoder differentiator and the accelerometer
+        (default :func:`default_cutoff`).
     crossover : float
         Fusion crossover (Hz): encoder below, accelerometer above.
     highpass : float
@@ -259,6 +321,7 @@ def estimate_motion(x: np.ndarray, rate: float, accel: np.ndarray | None = None,
     if method == "difference":
         v = np.gradient(x) * rate
         return v, np.gradient(v) * rate
+    cutoff = default_cutoff(method, rate) if cutoff is None else cutoff
     v_enc = np.gradient(zero_phase(x, rate, cutoff, order)) * rate
     a_enc = np.gradient(v_enc) * rate
     if method == "encoder":
@@ -344,7 +407,7 @@ def from_arrays(x: np.ndarray, force: np.ndarray, rate: float | None = None,
     source : dict, optional
         Provenance stored in the model file.
     **settings
-        ``order``, ``cutoff``, ``crossover``, ``highpass``, ``deadband``.
+        ``order``, ``cutoff``, ``crossover``, ``highpass``, ``deadband``, ``trim``.
     """
     x = np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1))
     force = np.ascontiguousarray(np.asarray(force, dtype=np.float64).reshape(-1))
@@ -362,19 +425,35 @@ def from_arrays(x: np.ndarray, force: np.ndarray, rate: float | None = None,
             raise IdentError("quasi-static data (no sample rate) needs direction labels")
         s = {"velocity": None, "quasi_static": True}
         return Motion(x, force, None, None, np.asarray(direction, dtype=np.int8), None, None,
-                      dict(source or {}), s)
+                      None, dict(source or {}), s)
     if accel is not None:
         accel = np.asarray(accel, dtype=np.float64).reshape(-1)
         if accel.shape != x.shape:
             raise IdentError(f"acceleration has {accel.size} samples, position {x.size}")
     method = velocity or ("fusion" if accel is not None else "encoder")
+    if s["cutoff"] is None:
+        s["cutoff"] = default_cutoff(method, rate)
     v, a = estimate_motion(x, rate, accel, method, s["order"], s["cutoff"], s["crossover"],
                            s["highpass"])
     labels = (direction_labels(v, s["deadband"]) if direction is None
-              else np.asarray(direction, dtype=np.int8))
-    s.update(velocity=method, rate=float(rate), quasi_static=False)
+              else np.asarray(direction, dtype=np.int8).copy())
+    trim = s["trim"]
+    if trim is None:
+        trim = default_trim(method, s["cutoff"], s["crossover"], s["highpass"])
+    if trim < 0:
+        raise IdentError(f"trim must be >= 0 s, got {trim!r}")
+    cut = int(round(trim * rate))
+    if 2 * cut >= x.size:
+        raise IdentError(f"the record ({x.size / rate:g} s) is not longer than twice the "
+                         f"{trim:g} s trimmed at each end for the filters' edge transients; "
+                         "record longer, or lower the trim")
+    valid = np.ones(x.size, dtype=bool)
+    if cut:
+        valid[:cut] = valid[-cut:] = False
+        labels[~valid] = 0
+    s.update(velocity=method, rate=float(rate), quasi_static=False, trim=float(trim))
     t = np.arange(x.size) / rate
-    return Motion(x, force, v, a, labels, t, float(rate), dict(source or {}), s)
+    return Motion(x, force, v, a, labels, valid, t, float(rate), dict(source or {}), s)
 
 
 def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.force",
@@ -421,7 +500,11 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
             raise SignalError(f"{where} has no {what} signal {name!r}{suggest(name, have)} "
                               f"It has: {', '.join(have) or '(no signals)'}. "
                               f"Choose one with {flag} NAME.")
-        return np.asarray(recording.signals[name], dtype=np.float64).reshape(len(recording.time), -1)[:, 0]
+        values = np.asarray(recording.signals[name], dtype=np.float64)
+        if values.ndim > 2 or (values.ndim == 2 and values.shape[1] != 1):
+            raise SignalError(f"{where}: {what} signal {name!r} has shape {values.shape[1:]} per "
+                              "sample; a scalar signal is needed")
+        return values.reshape(-1)
 
     x = get(pos, "position", "--pos")
     f = get(force, "force", "--force")

@@ -28,8 +28,14 @@ variance)::
 (``p`` coefficients, a variance and a boundary per segment, ``S`` segments,
 ``n`` samples) is found exactly by dynamic programming over the candidates
 (optimal partitioning), from per-bin sufficient statistics; segments have at
-least ``min_samples`` samples.  The chosen segments are then refitted with
-:func:`fit_slice`.  ``penalty > 1`` gives fewer segments.
+least ``min_samples`` samples.  A true boundary rarely falls on a candidate,
+and a bin that straddles it fits neither side, so the partition is then
+refined at sample level until nothing changes (split/merge): each boundary
+moves to the best position within 1.5 candidate spacings; a boundary whose
+removal lowers the BIC is removed (merge); a short segment straddling a
+boundary is dissolved into its neighbours with one boundary placed where it
+fits best.  The chosen segments are refitted with :func:`fit_slice`.
+``penalty > 1`` gives fewer segments.
 """
 from __future__ import annotations
 
@@ -108,14 +114,30 @@ def fit_slice(phi: np.ndarray, y: np.ndarray, regressors: tuple[str, ...]) -> Sl
         centre[const] = 0.0
     A = phi - centre
     scale = np.sqrt(np.mean(A * A, axis=0))
+    # a column that does not vary within the segment (all samples at one position,
+    # the constant) cannot be told from the constant: it is left out (parameter 0,
+    # standard error and condition number infinite)
+    flat = scale <= 1e-9 * (np.abs(mean) + 1e-300)
+    flat[const] = False
     scale[scale == 0.0] = 1.0
     A /= scale
+    A[:, flat] = 0.0
     R = np.linalg.qr(np.column_stack([A, y]), mode="r")
     Rp, z = R[:p, :p], R[:p, p]
     rss = float(R[p, p] ** 2)
     sv = np.linalg.svd(Rp, compute_uv=False)
     cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf")
-    if cond < 1e13:
+    if flat.any():
+        use = ~flat
+        ts = np.zeros(p)
+        if use.any():
+            sub = np.linalg.qr(np.column_stack([A[:, use], y]), mode="r")
+            q = int(use.sum())
+            ts[use] = np.linalg.lstsq(sub[:q, :q], sub[:q, q], rcond=None)[0]
+            rss = float(sub[q, q] ** 2)
+        cov_s = np.full((p, p), np.inf)
+        cond = float("inf")
+    elif cond < 1e13:
         ts = np.linalg.solve(Rp, z)
         Rinv = np.linalg.inv(Rp)
         cov_s = Rinv @ Rinv.T
@@ -261,9 +283,27 @@ def fit_segments(group: Group, edges: np.ndarray | None = None, segments: int = 
                       np.array([f.rss for f in fits]), tuple(regressors))
 
 
-def _bin_stats(phi: np.ndarray, y: np.ndarray, cuts: np.ndarray) -> np.ndarray:
-    """Cumulative Gram matrices of ``[phi | y]`` at the bin cuts, shape (B + 1, q, q)."""
-    Z = np.column_stack([phi, y])
+def _gram(Z: np.ndarray, i: int, j: int) -> np.ndarray:
+    block = Z[i:j]
+    return block.T @ block
+
+
+def _cost(G: np.ndarray, n: np.ndarray | int, p: int) -> np.ndarray:
+    """``n log(RSS / n)`` of least squares from Gram matrices of ``[phi | y]`` (batched)."""
+    G = np.asarray(G)
+    single = G.ndim == 2
+    G = G[None] if single else G
+    A, z, yy = G[:, :p, :p], G[:, :p, p], G[:, p, p]
+    ridge = (1e-12 * np.trace(A, axis1=1, axis2=2) + 1e-300)[:, None, None] * np.eye(p)
+    theta = np.linalg.solve(A + ridge, z[:, :, None])[:, :, 0]
+    rss = np.maximum(yy - np.einsum("ij,ij->i", z, theta), 1e-300 + 1e-15 * np.abs(yy))
+    n = np.asarray(n, dtype=np.float64)
+    out = n * np.log(rss / n)
+    return out[0] if single else out
+
+
+def _bin_stats(Z: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Cumulative Gram matrices of ``Z = [phi | y]`` at the bin cuts, shape (B + 1, q, q)."""
     q = Z.shape[1]
     starts = cuts[:-1]
     G = np.zeros((starts.size, q, q))
@@ -275,6 +315,120 @@ def _bin_stats(phi: np.ndarray, y: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     C = np.zeros((starts.size + 1, q, q))
     np.cumsum(G, axis=0, out=C[1:])
     return C
+
+
+def _partition(C: np.ndarray, counts: np.ndarray, p: int, pen: float,
+               min_samples: int) -> tuple[list[int], float]:
+    """Optimal partition of the bins (dynamic programming); returns bin boundaries and BIC."""
+    B = counts.size - 1
+    best = np.full(B + 1, np.inf)
+    best[0] = 0.0
+    arg = np.zeros(B + 1, dtype=np.int64)
+    for j in range(1, B + 1):
+        starts = np.arange(j)
+        nseg = counts[j] - counts[starts]
+        ok = (nseg >= min_samples) & np.isfinite(best[starts])
+        if not ok.any():
+            continue
+        starts = starts[ok]
+        cost = best[starts] + _cost(C[j] - C[starts], nseg[ok], p) + pen
+        k = int(np.argmin(cost))
+        best[j] = cost[k]
+        arg[j] = starts[k]
+    if not np.isfinite(best[B]):
+        return [0, B], np.inf
+    bounds = [B]
+    while bounds[-1] > 0:
+        bounds.append(int(arg[bounds[-1]]))
+    return bounds[::-1], float(best[B])
+
+
+def _refine(Z: np.ndarray, x: np.ndarray, cuts: list[int], p: int, reach: float,
+            min_samples: int, max_candidates: int = 400) -> bool:
+    """Move each boundary (sample cut) within +-reach metres to the least-cost position."""
+    moved = False
+    for i in range(1, len(cuts) - 1):
+        a, c, b = cuts[i - 1], cuts[i], cuts[i + 1]
+        lo = max(a + min_samples, int(np.searchsorted(x, x[c] - reach, side="left")))
+        hi = min(b - min_samples, int(np.searchsorted(x, x[c] + reach, side="right")))
+        if hi <= lo:
+            continue
+        ks = np.arange(lo, hi + 1)
+        ks = ks[x[ks - 1] < x[ks]]                       # cut only between distinct positions
+        if ks.size == 0:
+            continue
+        if ks.size > max_candidates:
+            ks = ks[np.linspace(0, ks.size - 1, max_candidates).round().astype(int)]
+        w0, w1 = int(ks[0]), int(ks[-1])
+        left0 = _gram(Z, a, w0)
+        right1 = _gram(Z, w1, b)
+        W = Z[w0:w1]
+        prefix = np.zeros((w1 - w0 + 1, Z.shape[1], Z.shape[1]))
+        np.cumsum(W[:, :, None] * W[:, None, :], axis=0, out=prefix[1:])
+        off = ks - w0
+        GL = left0 + prefix[off]
+        GR = right1 + (prefix[-1] - prefix[off])
+        cost = _cost(GL, ks - a, p) + _cost(GR, b - ks, p)
+        k = int(ks[int(np.argmin(cost))])
+        if k != c:
+            cuts[i] = k
+            moved = True
+    return moved
+
+
+def _merge(Z: np.ndarray, cuts: list[int], p: int, pen: float) -> bool:
+    """Remove boundaries while that lowers the BIC (greedy, best first)."""
+    merged = False
+    while len(cuts) > 2:
+        costs = [float(_cost(_gram(Z, i, j), j - i, p)) for i, j in zip(cuts[:-1], cuts[1:])]
+        gains = []
+        for k in range(1, len(cuts) - 1):
+            joint = float(_cost(_gram(Z, cuts[k - 1], cuts[k + 1]), cuts[k + 1] - cuts[k - 1], p))
+            gains.append(costs[k - 1] + costs[k] + pen - joint)
+        k = int(np.argmax(gains))
+        if gains[k] <= 0:
+            break
+        del cuts[k + 1]
+        merged = True
+    return merged
+
+
+def _dissolve(Z: np.ndarray, x: np.ndarray, cuts: list[int], p: int, pen: float,
+              min_samples: int, max_candidates: int = 400) -> bool:
+    """Replace an inner segment and its two boundaries by one boundary inside it, if the BIC drops.
+
+    A short segment straddling a true boundary mixes both sides; moving either
+    of its boundaries alone or merging it into one neighbour does not help, but
+    sharing its samples between the neighbours at the right place does.
+    """
+    changed = False
+    k = 1
+    while k < len(cuts) - 2:
+        a, c1, c2, b = cuts[k - 1], cuts[k], cuts[k + 1], cuts[k + 2]
+        ks = np.arange(max(c1, a + min_samples), min(c2, b - min_samples) + 1)
+        ks = ks[(ks > 0) & (ks < x.size)]
+        ks = ks[x[ks - 1] < x[ks]]
+        if ks.size == 0:
+            k += 1
+            continue
+        if ks.size > max_candidates:
+            ks = ks[np.linspace(0, ks.size - 1, max_candidates).round().astype(int)]
+        GL0, GR0 = _gram(Z, a, c1), _gram(Z, c2, b)
+        W = Z[c1:c2]
+        prefix = np.zeros((c2 - c1 + 1, Z.shape[1], Z.shape[1]))
+        np.cumsum(W[:, :, None] * W[:, None, :], axis=0, out=prefix[1:])
+        off = ks - c1
+        cost = (_cost(GL0 + prefix[off], ks - a, p)
+                + _cost(GR0 + prefix[-1] - prefix[off], b - ks, p))
+        now = (float(_cost(GL0, c1 - a, p)) + float(_cost(prefix[-1], c2 - c1, p))
+               + float(_cost(GR0, b - c2, p)) + pen)
+        j = int(np.argmin(cost))
+        if cost[j] < now:
+            cuts[k:k + 2] = [int(ks[j])]
+            changed = True
+        else:
+            k += 1
+    return changed
 
 
 def auto_segments(group: Group, regressors: tuple[str, ...] = REGRESSORS,
@@ -305,79 +459,55 @@ def auto_segments(group: Group, regressors: tuple[str, ...] = REGRESSORS,
     p = len(regressors)
     min_samples = _default_min_samples(p) if min_samples is None else int(min_samples)
     x = group.x
+    n = x.size
     lo, hi = float(x[0]), float(x[-1])
     if hi <= lo:
         raise IdentError("all samples of one direction are at the same position")
+    if n < min_samples:
+        raise IdentError(f"direction {group.direction:+d} has only {n} samples "
+                         f"(a segment needs at least {min_samples})")
     resolution = (hi - lo) / 200.0 if resolution is None else float(resolution)
-    if resolution <= 0:
+    if not resolution > 0:
         raise IdentError(f"resolution must be > 0 m, got {resolution!r}")
+    if not penalty > 0:
+        raise IdentError(f"penalty must be > 0, got {penalty!r}")
     nb = max(1, int(np.ceil((hi - lo) / resolution)))
     edges = lo + resolution * np.arange(nb + 1)
     edges[-1] = max(edges[-1], hi)
     cuts = _cuts(x, edges)
     keep = np.concatenate([[True], np.diff(cuts) > 0])  # drop empty bins
-    keep[-1] = True
-    cuts, edges = cuts[keep], edges[keep]
-    # global centring/scaling for the sufficient statistics
+    cuts = cuts[keep]
+    # globally centred and scaled [phi | y]: the statistics of every candidate segment
     phi = design(group, regressors)
     const = [j for j, r in enumerate(regressors) if r == "1"]
     centre = phi.mean(axis=0)
     centre[const] = 0.0
     scale = np.sqrt(np.mean((phi - centre) ** 2, axis=0))
     scale[scale == 0.0] = 1.0
-    phis = (phi - centre) / scale
     yc = group.force - group.force.mean()
-    ys = yc / (np.sqrt(np.mean(yc * yc)) or 1.0)
-    C = _bin_stats(phis, ys, cuts)
-    counts = cuts
-    B = cuts.size - 1
-    n = x.size
+    Z = np.column_stack([(phi - centre) / scale, yc / (np.sqrt(np.mean(yc * yc)) or 1.0)])
+    C = _bin_stats(Z, cuts)
     pen0 = (p + 2) * np.log(n)
-    tiny = 1e-300
-
-    def partition(pen: float) -> tuple[list[int], float]:
-        best = np.full(B + 1, np.inf)
-        best[0] = 0.0
-        arg = np.zeros(B + 1, dtype=np.int64)
-        for j in range(1, B + 1):
-            starts = np.arange(j)
-            nseg = counts[j] - counts[starts]
-            ok = (nseg >= min_samples) & np.isfinite(best[starts])
-            if not ok.any():
-                continue
-            starts = starts[ok]
-            G = C[j] - C[starts]
-            A = G[:, :p, :p]
-            z = G[:, :p, p]
-            yy = G[:, p, p]
-            ridge = 1e-12 * np.trace(A, axis1=1, axis2=2)[:, None, None] * np.eye(p) + 1e-300
-            theta = np.linalg.solve(A + ridge, z[:, :, None])[:, :, 0]
-            rss = np.maximum(yy - np.einsum("ij,ij->i", z, theta), tiny + 1e-15 * yy)
-            ns = nseg[ok]
-            cost = best[starts] + ns * np.log(rss / ns) + pen
-            k = int(np.argmin(cost))
-            best[j] = cost[k]
-            arg[j] = starts[k]
-        if not np.isfinite(best[B]):
-            return [0, B], np.inf
-        bounds = [B]
-        while bounds[-1] > 0:
-            bounds.append(int(arg[bounds[-1]]))
-        return bounds[::-1], float(best[B])
-
     mult = float(penalty)
-    if mult <= 0:
-        raise IdentError(f"penalty must be > 0, got {penalty!r}")
-    if n < min_samples:
-        raise IdentError(f"direction {group.direction:+d} has only {n} samples "
-                         f"(a segment needs at least {min_samples})")
     while True:
-        bounds, bic = partition(mult * pen0)
+        bounds, bic = _partition(C, cuts, p, mult * pen0, min_samples)
         if len(bounds) - 1 <= max_segments:
             break
         mult *= 2.0
-    seg_edges = edges[bounds]
+    sample_cuts = [int(cuts[b]) for b in bounds]
+    # split/merge refinement at sample level: move boundaries off the candidate grid,
+    # drop those that no longer pay for themselves, dissolve slivers across a boundary
+    for _ in range(6):
+        moved = _refine(Z, x, sample_cuts, p, 1.5 * resolution, min_samples)
+        merged = _merge(Z, sample_cuts, p, mult * pen0)
+        merged |= _dissolve(Z, x, sample_cuts, p, mult * pen0, min_samples)
+        if not (moved or merged):
+            break
+    inner = [0.5 * (x[c - 1] + x[c]) for c in sample_cuts[1:-1]]
+    seg_edges = np.array([lo, *inner, hi])
     fit = fit_segments(group, seg_edges, regressors=regressors, min_samples=min_samples)
-    fit.info = {"bic": bic, "penalty": mult, "resolution": resolution,
-                "candidates": int(B)}
+    costs = sum(float(_cost(_gram(Z, i, j), j - i, p)) for i, j in
+                zip(sample_cuts[:-1], sample_cuts[1:]))
+    fit.info = {"bic": costs + mult * pen0 * (len(sample_cuts) - 1), "penalty": mult,
+                "resolution": resolution, "candidates": int(cuts.size - 1)}
     return fit

@@ -200,3 +200,33 @@ def test_sum_inputs_must_share_a_unit():
         assert "'m'" in str(err) and "expects 'N' (the unit of s.u1)" in str(err)
     else:
         raise AssertionError("a sum of N and m was accepted")
+
+
+CACHE_CHILD = textwrap.dedent("""
+    import sys, time, hapflow as hf
+    sim = hf.Simulation(hf.load(sys.argv[1]))
+    stats = sim.program.run.stats
+    print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+""")
+
+
+def test_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
+    graph_file = tmp_path / "mixed.yaml"
+    hf.save(mixed_graph(), graph_file)
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def counts():
+        out = subprocess.run([sys.executable, "-c", CACHE_CHILD, str(graph_file)], env=env,
+                             capture_output=True, text=True, check=True).stdout.split()
+        return int(out[0]), int(out[1])
+
+    assert counts() == (0, 1)        # first process: compiled and stored
+    assert counts() == (1, 0)        # second process: machine code loaded from disk
+    assert len(list((tmp_path / "cache").glob("hf_*.py"))) == 1
+
+
+def test_importing_the_block_library_stays_light():
+    """Design-time maths (scipy.signal) is imported when a block is built, not with the library."""
+    code = "import sys, hapflow.blocks; print(sorted(m for m in ('scipy.signal', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

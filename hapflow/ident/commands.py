@@ -1,0 +1,202 @@
+"""The ``hapflow identify`` and ``hapflow verify`` subcommands.
+
+::
+
+    hapflow identify RUN.h5|DATA.csv [--method segmented|auto|ewls] [--segments N]
+                     [--forgetting 0.999] [--grid M] [--two-sided] [--regressors avx1]
+                     [--pos enc.pos --force head.force --acc head.accel|none]
+                     [--velocity fusion|encoder|accel|difference] [--cutoff HZ] ...
+                     [--out model.yaml] [--plots DIR]
+    hapflow verify MODEL.yaml --against RUN.h5|DATA.csv [--bin M] [--max-nrmse PCT] [--plots DIR]
+
+``identify`` writes the model file and prints the parameter table, the fit
+NRMSE and, for a recording of a simulated device, the errors against the
+true impedance; ``--plots`` adds ``parameters.png`` (true curves dashed) and
+``force.png`` (measured vs predicted).  ``verify`` prepares the data as the
+model's identification data was prepared and prints the force NRMSE and the
+worst position range; ``--max-nrmse`` makes it exit 1 above a limit.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .errors import IdentError
+
+
+def _units(text: str | None) -> dict[str, str] | None:
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        key, sep, unit = part.partition("=")
+        if not sep or not key.strip() or not unit.strip():
+            raise IdentError(f"--units {text!r}: write quantity=unit pairs, e.g. "
+                             "--units position=mm,force=gf")
+        out[key.strip().lower()] = unit.strip()
+    return out
+
+
+def _prep_kwargs(args: argparse.Namespace) -> dict:
+    acc = args.acc
+    if acc is not None and acc.lower() == "none":
+        acc = None
+    elif acc is None:
+        acc = "auto"
+    kw = dict(pos=args.pos, force=args.force, acc=acc, velocity=args.velocity,
+              units=_units(args.units))
+    for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
+        value = getattr(args, key)
+        if value is not None:
+            kw[key] = value
+    return kw
+
+
+def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
+    g = p.add_argument_group("data preparation" + ("" if defaults else
+                                                  " (default: as stored in the model)"))
+    g.add_argument("--pos", default="enc.pos" if defaults else None,
+                   help="position signal (m)" + (" [enc.pos]" if defaults else ""))
+    g.add_argument("--force", default="head.force" if defaults else None,
+                   help="force signal (N)" + (" [head.force]" if defaults else ""))
+    g.add_argument("--acc", default=None,
+                   help="accelerometer signal (m/s^2), or 'none'"
+                        + (" [head.accel if recorded]" if defaults else ""))
+    g.add_argument("--velocity", choices=("fusion", "encoder", "accel", "difference"),
+                   help="velocity/acceleration estimator [fusion with an accelerometer, "
+                        "else encoder]")
+    g.add_argument("--order", type=int, help="Butterworth order [2]")
+    g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [40 Hz encoder, 200 Hz with an accelerometer]")
+    g.add_argument("--crossover", type=float, metavar="HZ", help="fusion crossover [5 Hz]")
+    g.add_argument("--highpass", type=float, metavar="HZ",
+                   help="accelerometer high-pass of --velocity accel [0.5 Hz]")
+    g.add_argument("--deadband", type=float, metavar="M/S",
+                   help="velocity dead band of the direction grouping [0.005 m/s]")
+    g.add_argument("--trim", type=float, metavar="S",
+                   help="seconds left out at each end (filter edge transients) [3/corner]")
+    g.add_argument("--units", metavar="Q=U,...",
+                   help="CSV column units, e.g. position=mm,force=gf")
+
+
+def cmd_identify(args: argparse.Namespace) -> int:
+    """Run ``hapflow identify``."""
+    from .pipeline import identify, predict_motion
+    from .prep import load_motion
+    from .report import model_table, plot_force, plot_parameters, truth_table
+    data = Path(args.data)
+    motion = load_motion(data, **_prep_kwargs(args))
+    model = identify(motion, args.method, segments=args.segments, regressors=args.regressors,
+                     forgetting=args.forgetting, p0=args.p0, grid=args.grid,
+                     two_sided=args.two_sided, resolution=args.resolution, penalty=args.penalty,
+                     v_blend=args.v_blend, window=args.window)
+    out = Path(args.out) if args.out else Path("out") / f"{data.stem}_model.yaml"
+    model.save(out)
+    truth = None
+    if data.suffix.lower() != ".csv":
+        from ..recorder import load
+        from .truth import find_truth
+        truth = find_truth(load(data))
+    n_pos = int((motion.direction > 0).sum())
+    n_neg = int((motion.direction < 0).sum())
+    how = ("quasi-static (row order gives the direction)" if motion.quasi_static else
+           f"{motion.rate:g} Hz, velocity: {motion.settings['velocity']}")
+    print(f"{data}: {len(motion)} samples, {how}; fitted {n_pos} positive and {n_neg} "
+          f"negative samples by {args.method}")
+    print(model_table(model))
+    fit = model.fit
+    print(f"fit: force NRMSE {fit['nrmse_percent']:.3f} % (RMS error {fit['rms_error']:.4g} N, "
+          f"force range {fit['force_range']:.4g} N)")
+    if truth is not None:
+        print(truth_table(model, truth))
+    print(f"model -> {out}")
+    if args.plots:
+        folder = Path(args.plots)
+        p1 = plot_parameters(model, folder / "parameters.png", truth,
+                             title=f"{data.name}: {args.method}"
+                                   + (" (error bars 2 sigma)" if args.method != "ewls" else ""))
+        p2 = plot_force(model, motion, predict_motion(model, motion), folder / "force.png")
+        print(f"plots -> {p1}, {p2}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Run ``hapflow verify``."""
+    from .model import ImpedanceModel
+    from .pipeline import predict_motion
+    from .prep import load_motion
+    from .report import plot_force
+    from .verify import compare, prep_settings
+    model = ImpedanceModel.load(args.model)
+    kw = prep_settings(model)
+    given = _prep_kwargs(args)
+    if args.acc is None:
+        given.pop("acc")
+    kw.update({k: v for k, v in given.items() if v is not None})
+    data = Path(args.against)
+    if data.suffix.lower() == ".csv":
+        for key in ("pos", "force", "acc"):
+            kw.pop(key, None)
+    else:
+        kw.pop("units", None)
+    motion = load_motion(data, **kw)
+    predicted = predict_motion(model, motion)
+    ok = motion.valid
+    result = compare(motion.force[ok], predicted[ok], motion.x[ok], args.bin)
+    print(f"{args.model} against {data}:")
+    print(result.summary())
+    if args.plots:
+        model.fit = {"nrmse_percent": result.nrmse_percent}
+        path = plot_force(model, motion, predicted, Path(args.plots) / "verify_force.png")
+        print(f"plot -> {path}")
+    if args.max_nrmse is not None and result.nrmse_percent > args.max_nrmse:
+        print(f"FAIL: NRMSE {result.nrmse_percent:.3f} % exceeds --max-nrmse {args.max_nrmse:g} %")
+        return 1
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``identify`` and ``verify`` subcommands to the ``hapflow`` parser."""
+    p = sub.add_parser("identify", help="identify an impedance model from a recording or CSV",
+                       description="Fit F = m(x) a + b(x) v + k(x) x + F0(x) per direction "
+                                   "to a recording (or CSV file); write the model YAML, print "
+                                   "the parameters, the fit NRMSE and (for a simulated device) "
+                                   "the errors against the truth.")
+    p.add_argument("data", metavar="RUN", help="HDF5 recording (.h5) or CSV file (.csv)")
+    p.add_argument("--method", choices=("segmented", "auto", "ewls"), default="segmented",
+                   help="fixed segments (seed 000), automatic BIC segments, or EWLS on a "
+                        "grid (seed 002) [segmented]")
+    p.add_argument("--segments", type=int, default=8, help="number of segments [8]")
+    p.add_argument("--regressors", help="subset of avx1 [avx1; x1 for quasi-static data]")
+    p.add_argument("--forgetting", type=float, default=0.999, help="EWLS forgetting factor [0.999]")
+    p.add_argument("--window", type=float, metavar="M",
+                   help="EWLS window in metres (sets the forgetting factor from the data density)")
+    p.add_argument("--p0", type=float, default=1e6, help="EWLS initial covariance [1e6]")
+    p.add_argument("--grid", type=float, default=1e-3, metavar="M",
+                   help="EWLS grid spacing [0.001 m]")
+    p.add_argument("--two-sided", action="store_true",
+                   help="EWLS: combine ascending and descending passes (no lag)")
+    p.add_argument("--resolution", type=float, metavar="M",
+                   help="auto: candidate boundary spacing [range/200]")
+    p.add_argument("--penalty", type=float, default=1.0, help="auto: BIC penalty multiplier [1]")
+    p.add_argument("--v-blend", type=float, default=1e-3, metavar="M/S",
+                   help="direction blend velocity stored in the model [0.001 m/s]")
+    _add_prep_options(p, defaults=True)
+    p.add_argument("--out", help="model file [out/<RUN stem>_model.yaml]")
+    p.add_argument("--plots", metavar="DIR", help="write parameters.png and force.png here")
+    p.set_defaults(func=cmd_identify)
+
+    v = sub.add_parser("verify", help="replay a recording through a model; force NRMSE",
+                       description="Replay the recorded motion through the model (prepared as "
+                                   "its identification data was) and report the force NRMSE "
+                                   "(RMS error / force range) and the worst position range.")
+    v.add_argument("model", help="model YAML file from 'hapflow identify'")
+    v.add_argument("--against", required=True, metavar="RUN",
+                   help="HDF5 recording or CSV file to replay")
+    v.add_argument("--bin", type=float, metavar="M",
+                   help="position bin for the worst range [0.005 m; for strokes under 20 mm the "
+                        "largest 1-2-5 step <= stroke/4]")
+    v.add_argument("--max-nrmse", type=float, metavar="PCT",
+                   help="exit 1 if the NRMSE exceeds this (in %%)")
+    v.add_argument("--plots", metavar="DIR", help="write verify_force.png here")
+    _add_prep_options(v, defaults=False)
+    v.set_defaults(func=cmd_verify)

@@ -1,0 +1,124 @@
+"""Data preparation (hapflow/ident/prep.py): estimators vs truth, grouping, loaders, errors."""
+import numpy as np
+import pytest
+
+from hapflow.ident import IdentError, SignalError, load_csv, load_motion
+from hapflow.ident import synthetic as syn
+from hapflow.ident.prep import (Motion, default_trim, direction_labels, estimate_motion,
+                                from_arrays, from_recording, group, zero_phase)
+
+KEYS = "/work/shared/data/keyswitch_force_curves/"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    t, x, v, a = syn.swept_sine(30.0, 4000.0, 0.025, 1.0, 4.0)
+    return syn.measure(syn.piecewise_model(), t, x, v, a, 4000.0)
+
+
+def test_estimators_against_the_truth(sweep):
+    """Velocity and acceleration errors of each estimator (trimmed ends excluded)."""
+    err = {}
+    for method in ("difference", "encoder", "accel", "fusion"):
+        # one band for all (the defaults differ: 40 Hz encoder, 200 Hz with the accelerometer)
+        mo = from_arrays(sweep.enc, sweep.force, 4000.0, sweep.accel, velocity=method, cutoff=40.0)
+        ok = mo.valid & (np.arange(len(mo)) > 4 * 4000) & (np.arange(len(mo)) < len(mo) - 4 * 4000)
+        err[method] = (syn.rms((mo.vel - sweep.v)[ok]), syn.rms((mo.acc - sweep.a)[ok]))
+    # zero-phase differentiation of a 5 um encoder: ~3e-5 m/s; fusion ~7e-5 m/s
+    assert err["encoder"][0] < 1e-4 and err["fusion"][0] < 2e-4
+    # the raw difference is the noisy one (seed 000's complaint), ~4 mm/s and ~14 m/s^2
+    assert err["difference"][0] > 1e-3 and err["difference"][1] > 1.0
+    # the accelerometer-only velocity loses its low frequencies to the high-pass
+    assert err["accel"][0] > 10 * err["fusion"][0]
+    # acceleration in the same band: fusion best (accelerometer above 5 Hz, bias removed)
+    assert err["fusion"][1] < err["encoder"][1] < err["accel"][1] < err["difference"][1]
+
+
+def test_zero_phase_filter_has_no_lag():
+    rate = 1000.0
+    t = np.arange(4000) / rate
+    s = np.sin(2 * np.pi * 2.0 * t)
+    y = zero_phase(s, rate, 50.0, 2)
+    assert np.max(np.abs(y - s)[200:-200]) < 1e-5
+    with pytest.raises(IdentError, match="Nyquist"):
+        zero_phase(s, rate, 600.0)
+
+
+def test_direction_labels_and_sorting_are_stable():
+    v = np.array([0.0, 0.01, -0.02, 0.004, -0.006, 0.1])
+    assert direction_labels(v, 5e-3).tolist() == [0, 1, -1, 0, -1, 1]
+    x = np.array([3.0, 1.0, 1.0, 2.0, 1.0, 0.5])
+    d = np.array([1, 1, -1, 1, 1, 1], dtype=np.int8)
+    mo = Motion(x, np.arange(6.0), None, None, d)
+    g = group(mo)
+    assert g[1].x.tolist() == [0.5, 1.0, 1.0, 2.0, 3.0]
+    assert g[1].index.tolist() == [5, 1, 4, 3, 0]             # ties keep time order
+    assert g[-1].index.tolist() == [2]
+
+
+def test_filter_edges_are_trimmed(sweep):
+    mo = from_arrays(sweep.enc, sweep.force, 4000.0, sweep.accel)
+    cut = int(round(default_trim("fusion", 200.0, 5.0, 0.5) * 4000.0))
+    assert cut == 2400
+    assert not mo.valid[:cut].any() and not mo.valid[-cut:].any() and mo.valid[cut:-cut].all()
+    assert not mo.direction[:cut].any()
+    assert mo.settings["trim"] == pytest.approx(0.6) and mo.settings["cutoff"] == 200.0
+    mo0 = from_arrays(sweep.enc, sweep.force, 4000.0, sweep.accel, trim=0.0)
+    assert mo0.valid.all()
+    with pytest.raises(IdentError, match="trimmed"):
+        from_arrays(sweep.enc[:3000], sweep.force[:3000], 4000.0, sweep.accel[:3000])
+
+
+def test_keyswitch_csv_is_converted_and_split_at_the_bottom():
+    mo = load_csv(KEYS + "cherry_mx_brown.csv")
+    assert mo.quasi_static and len(mo) == 2475
+    assert mo.source["units"] == {"force": "gf", "position": "mm"}
+    assert mo.force.max() == pytest.approx(149.0 * 9.80665e-3)      # README: max 149.0 gf
+    assert mo.x.max() == pytest.approx(4.175e-3)
+    split = int(np.argmax(mo.x))
+    assert (mo.direction[:split + 1] == 1).all() and (mo.direction[split + 1:] == -1).all()
+    assert len(mo.source["sha256"]) == 64
+
+
+def test_csv_units_from_header_or_argument(tmp_path):
+    path = tmp_path / "run.csv"
+    t = np.arange(2000) / 500.0
+    x = 0.01 * np.sin(2 * np.pi * t)
+    lines = ["time [ms],position (mm),force [N],judge"]
+    lines += [f"{1e3 * ti},{1e3 * xi},{200.0 * xi},0" for ti, xi in zip(t, x)]
+    path.write_text("\n".join(lines))
+    mo = load_csv(path)
+    assert not mo.quasi_static and mo.rate == pytest.approx(500.0)
+    np.testing.assert_allclose(mo.x, x, atol=1e-15)
+    ok = mo.valid
+    np.testing.assert_allclose(mo.vel[ok], (0.02 * np.pi * np.cos(2 * np.pi * t))[ok], atol=2e-4)
+    mo2 = load_csv(path, units={"force": "mN"})
+    np.testing.assert_allclose(mo2.force, 1e-3 * mo.force)
+    with pytest.raises(IdentError, match="unknown force unit 'furlong'"):
+        load_csv(path, units={"force": "furlong"})
+
+
+def test_csv_errors_name_the_columns(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("when,where,what\n1,2,3\n2,3,4\n")
+    with pytest.raises(SignalError, match="no position column; its columns are when, where, what"):
+        load_csv(path)
+    path.write_text("position,force\n1,2\nx,3\n")
+    with pytest.raises(IdentError, match="not a number"):
+        load_csv(path)
+
+
+def test_recording_signals_and_missing_names(tmp_path, sweep):
+    path = syn.write_recording(tmp_path / "r.h5", sweep)
+    mo = from_recording(path)
+    assert mo.settings["velocity"] == "fusion" and mo.source["signals"]["acc"] == "head.accel"
+    assert len(mo.source["sha256"]) == 64
+    enc_only = load_motion(path, acc=None)
+    assert enc_only.settings["velocity"] == "encoder"
+    with pytest.raises(SignalError) as exc:
+        from_recording(path, force="head.forc")
+    text = str(exc.value)
+    assert "did you mean 'head.force'" in text and "It has: dev.acc, dev.pos" in text
+    assert "--force NAME" in text
+    with pytest.raises(IdentError, match="needs an accelerometer"):
+        estimate_motion(sweep.enc, 4000.0, None, "fusion")

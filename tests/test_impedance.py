@@ -1,0 +1,134 @@
+"""PiecewiseImpedance and EWLS blocks (blocks/impedance.py) against the offline kernels."""
+import numpy as np
+import pytest
+
+import hapflow as hf
+from hapflow.block import ParamError
+from hapflow.blocks import EWLS, Chirp, PiecewiseImpedance
+from hapflow.ident import ewls
+from hapflow.ident import synthetic as syn
+
+RATE = 1000.0
+
+
+def render_graph(imp, duration=2.0):
+    g = hf.Graph(name="render", rate=RATE, duration=duration)
+    g.add("traj", Chirp(amplitude=0.024, f_start=1.0, f_end=6.0, sweep_time=duration, unit="m"))
+    g.add("imp", imp)
+    g.wire("traj.y -> imp.pos")
+    g.wire("traj.dy -> imp.vel")
+    g.wire("traj.ddy -> imp.acc")
+    g.record("traj.y", "traj.dy", "traj.ddy", "imp.force")
+    return g
+
+
+@pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
+def test_render_equals_the_evaluation_kernel(tmp_path, interpret):
+    model = syn.piecewise_model()
+    path = model.save(tmp_path / "model.yaml")
+    r = hf.Simulation(render_graph(PiecewiseImpedance(model=str(path))), interpret=interpret).run()
+    x, v, a = (r[s][:, 0] for s in ("traj.y", "traj.dy", "traj.ddy"))
+    np.testing.assert_array_equal(r["imp.force"][:, 0], model.predict(x, v, a))
+
+
+def test_explicit_arrays_and_live_blend():
+    imp = PiecewiseImpedance(x=[-0.01, 0.01], k=[1000.0, 3000.0], f0=[0.5, 0.5],
+                             f0_neg=[-0.5, -0.5], m=[0.2, 0.2])
+    sim = hf.Simulation(render_graph(imp, duration=1.0))
+    r = sim.run()
+    x, v, a = (r[s][:, 0] for s in ("traj.y", "traj.dy", "traj.ddy"))
+    model = imp.impedance_model
+    assert model.negative.F0.tolist() == [-0.5, -0.5] and model.negative.k.tolist() == [1000.0, 3000.0]
+    np.testing.assert_array_equal(r["imp.force"][:, 0], model.predict(x, v, a))
+    sim.set("imp.v_blend", 0.0)                     # a hard switch from the next chunk
+    r2 = sim.run(0.5)
+    x, v = r2["traj.y"][:, 0], r2["traj.dy"][:, 0]
+    k = np.interp(x, [-0.01, 0.01], [1000.0, 3000.0])
+    expected = 0.2 * r2["traj.ddy"][:, 0] + k * x + np.where(v > 0, 0.5, -0.5)
+    np.testing.assert_allclose(r2["imp.force"][:, 0], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_parameter_errors_are_actionable(tmp_path):
+    with pytest.raises(ParamError, match="give 'model'"):
+        PiecewiseImpedance()
+    with pytest.raises(ParamError, match="not both"):
+        PiecewiseImpedance(model="m.yaml", x=[0.0])
+    with pytest.raises(ParamError, match="'k' has 1 values for 2 knots"):
+        PiecewiseImpedance(x=[0.0, 1.0], k=[1.0], f0=[0.0, 0.0])
+    with pytest.raises(ParamError, match="'f0' is required"):
+        PiecewiseImpedance(x=[0.0, 1.0], k=[1.0, 2.0])
+    with pytest.raises(ParamError, match="cannot read model file"):
+        PiecewiseImpedance(model=str(tmp_path / "nope.yaml"))
+
+
+def test_graph_with_a_model_round_trips_through_yaml(tmp_path):
+    path = syn.piecewise_model().save(tmp_path / "model.yaml")
+    g = render_graph(PiecewiseImpedance(model=str(path)))
+    g2 = hf.loads(hf.to_yaml(g))
+    a = hf.Simulation(g).run(0.3)["imp.force"]
+    b = hf.Simulation(g2).run(0.3)["imp.force"]
+    np.testing.assert_array_equal(a, b)
+
+
+def ewls_graph(est, duration=3.0):
+    """A chirp through a known locally linear device, fed to an EWLS block."""
+    g = hf.Graph(name="ewls", rate=RATE, duration=duration)
+    g.add("traj", Chirp(amplitude=0.02, f_start=1.0, f_end=5.0, sweep_time=duration, unit="m"))
+    g.add("dev", PiecewiseImpedance(x=[-0.02, 0.02], k=[2000.0, 2000.0], f0=[0.4, 0.4],
+                                    f0_neg=[-0.4, -0.4], m=[0.5, 0.5], b=[3.0, 3.0]))
+    g.add("est", est)
+    for src, dst in (("y", "pos"), ("dy", "vel"), ("ddy", "acc")):
+        g.wire(f"traj.{src} -> dev.{dst}")
+        if dst in est.inputs:
+            g.wire(f"traj.{src} -> est.{dst}")
+    g.wire("dev.force -> est.force")
+    g.record("traj.y", "traj.dy", "traj.ddy", "dev.force", *(f"est.{p}" for p in est.outputs))
+    return g
+
+
+@pytest.mark.parametrize("direction, interpret", [("both", False), ("positive", False),
+                                                  ("negative", False), ("positive", True)])
+def test_online_estimates_equal_the_offline_path_bit_for_bit(direction, interpret):
+    scales = (20.0, 0.5, 0.02, 1.0)
+    est = EWLS(direction=direction, forgetting=0.995, p0=1e4, scales=scales)
+    r = hf.Simulation(ewls_graph(est), interpret=interpret).run()
+    phi = np.column_stack([r["traj.ddy"][:, 0], r["traj.dy"][:, 0], r["traj.y"][:, 0],
+                           np.ones(r.time.size)])
+    force = r["dev.force"][:, 0]
+    v = phi[:, 1]
+    used = {"both": np.ones(v.size, bool), "positive": v > 5e-3, "negative": v < -5e-3}[direction]
+    rows = np.flatnonzero(used[:-1])                       # the last tick's update is not recorded
+    theta, _, _ = ewls.run(phi[rows], force[rows], 0.995, 1e4, np.array(scales),
+                           marks=np.arange(rows.size))
+    online = np.column_stack([r[f"est.{p}"][:, 0] for p in ("mass", "damping", "stiffness", "offset")])
+    # the output depends on state only: at tick i+1 it shows the update made at tick i
+    np.testing.assert_array_equal(online[rows + 1], theta)
+    if direction != "both":                    # one direction of a linear device: exact
+        sign = 1.0 if direction == "positive" else -1.0
+        np.testing.assert_allclose(theta[-1], [0.5, 3.0, 2000.0, 0.4 * sign], rtol=1e-3)
+
+
+def test_regressor_subset_configures_the_ports():
+    est = EWLS(regressors="x1", direction="positive")
+    assert list(est.inputs) == ["vel", "pos", "force"]           # vel for the direction gate
+    assert list(est.outputs) == ["stiffness", "offset", "error"]
+    assert est.outputs["stiffness"].unit == "N/m" and est.outputs["error"].depends == "state"
+    assert list(EWLS(regressors="1x").inputs) == ["pos", "force"]
+    with pytest.raises(ParamError, match="subset of 'avx1'"):
+        EWLS(regressors="xq")
+    with pytest.raises(ParamError, match="needs 2 values"):
+        EWLS(regressors="x1", scales=[1.0])
+    r = hf.Simulation(ewls_graph(EWLS(regressors="avx1"), duration=1.0)).run()
+    assert np.all(np.isfinite(r["est.error"]))
+
+
+def test_blocks_reference_lists_both():
+    from hapflow.cli import main
+    import io
+    import contextlib
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["blocks", "EWLS"]) == 0
+        assert main(["blocks", "PiecewiseImpedance"]) == 0
+    text = out.getvalue()
+    assert "Ports" in text and "stiffness" in text and "[N s/m]" in text
