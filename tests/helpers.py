@@ -1,5 +1,6 @@
 """Blocks used only by tests."""
 import math
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -39,3 +40,8 @@ class _Table(Block):
 def table(values: np.ndarray) -> _Table:
     """A source replaying the rows of ``values``, one per tick of the graph it is added to."""
     return _Table(table=values.ravel(), size=values.shape[1])
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+"""The shared/ folder laid beside the repository (seed papers, measured data)."""
+KEYSWITCH = f"{SHARED}/data/keyswitch_force_curves/"

@@ -10,7 +10,7 @@ from hapflow.ident import ImpedanceModel
 from hapflow.ident import synthetic as syn
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = "/work/shared/data/keyswitch_force_curves/"
+from tests.helpers import KEYSWITCH as KEYS
 
 
 @pytest.fixture(scope="module")

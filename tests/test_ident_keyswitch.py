@@ -19,7 +19,7 @@ import pytest
 
 from hapflow.ident import group, identify, load_csv
 
-DATA = "/work/shared/data/keyswitch_force_curves/"
+from tests.helpers import KEYSWITCH as DATA
 GF = 9.80665e-3
 # README: force at 2.0 mm, down / up [gf]
 AT_2MM = {"red": (49.0, 45.7), "black": (59.5, 51.4), "brown": (38.5, 22.8),

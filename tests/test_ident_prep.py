@@ -7,7 +7,7 @@ from hapflow.ident import synthetic as syn
 from hapflow.ident.prep import (Motion, default_trim, direction_labels, estimate_motion,
                                 from_arrays, from_recording, group, zero_phase)
 
-KEYS = "/work/shared/data/keyswitch_force_curves/"
+from tests.helpers import KEYSWITCH as KEYS
 
 
 @pytest.fixture(scope="module")
