@@ -16,3 +16,11 @@ from .yamlio import load, loads, save, to_yaml  # noqa: E402
 __all__ = ["Block", "Graph", "GraphError", "HapflowError", "In", "Live", "Out", "RunResult",
            "Simulation", "SimulationError", "Structural", "at_least", "between", "load",
            "loads", "nonnegative", "one_of", "positive", "save", "simulate", "to_yaml"]
+
+
+def __getattr__(name: str):
+    """``hapflow.blocks`` (the block library) and ``hapflow.ident``, imported on first use."""
+    if name in ("blocks", "ident"):
+        import importlib
+        return importlib.import_module(f"hapflow.{name}")
+    raise AttributeError(f"module 'hapflow' has no attribute {name!r}")

@@ -167,7 +167,8 @@ class Graph:
                              + ", ".join(f"{v:g}" for v in valid), where, block=name, key="rate")
         return divider
 
-    def port(self, ref: str, direction: str, where: Where | None = None) -> tuple[str, str]:
+    def port(self, ref: str, direction: str, where: Where | None = None,
+             recording: bool = False) -> tuple[str, str]:
         """Resolve ``"block.port"`` to (block, port), checking both exist.
 
         Parameters
@@ -176,6 +177,8 @@ class Graph:
             Port reference.
         direction : {'in', 'out'}
             Which side the port must be on.
+        recording : bool
+            The reference is a recorded signal (changes the hint for inputs).
         """
         where = where or self.where
         parts = ref.strip().split(".") if isinstance(ref, str) else []
@@ -191,8 +194,10 @@ class Graph:
         if port not in ports:
             other = b.inputs if direction == "out" else b.outputs
             side = "output" if direction == "out" else "input"
+            where_else = ("record the output that drives it instead." if recording
+                          else "on the other side of the wire.")
             hint = (f"; {port!r} is an {'input' if direction == 'out' else 'output'}, "
-                    f"on the other side of the wire.") if port in other else suggest(port, ports)
+                    f"{where_else}") if port in other else suggest(port, ports)
             raise GraphError(f"block {block!r} ({type(b).__name__}) has no {side} port "
                              f"{port!r}{hint} Valid {side}s: {valid_list(ports)}",
                              where, block=block, port=port)
@@ -213,7 +218,7 @@ class Graph:
     def record(self, *signals: str, where: Where | None = None) -> None:
         """Record output signals (``"block.port"``) at every tick."""
         for ref in signals:
-            key = self.port(ref, "out", where)
+            key = self.port(ref, "out", where, recording=True)
             if key not in self.recorded:
                 self.recorded.append(key)
 

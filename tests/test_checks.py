@@ -391,3 +391,10 @@ def test_algebraic_loop_broken_by_unit_delay_runs():
     pos = result["plant.pos"][:, 0]
     assert np.all(np.isfinite(pos))
     assert np.max(np.abs(pos)) > 1e-5              # the plant moved
+
+
+def test_recording_an_input_points_to_its_driver():
+    g = hapflow.Graph()
+    g.add("m", hapflow.blocks.MassSpringDamper())
+    with pytest.raises(GraphError, match="'force' is an input, record the output that drives it"):
+        g.record("m.force")

@@ -200,3 +200,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--plots", metavar="DIR", help="write verify_force.png here")
     _add_prep_options(v, defaults=False)
     v.set_defaults(func=cmd_verify)
+
+    from .camera import register as register_camera
+    register_camera(sub)  # camera: probe, identify, render and verify
