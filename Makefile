@@ -1,4 +1,5 @@
-# hapflow: `make run` (install into .venv, run the main job), `make test`, `make bench`.
+# hapflow: `make run` (install into .venv, run the haptic-camera loop on the simulated rig),
+# `make test`, `make bench`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -15,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/hapflow run graphs/demo_oscillator.yaml --out out/demo_oscillator.h5 --plot out/demo_oscillator.png
+	$(VENV)/bin/hapflow camera graphs/colton2005_sweep.yaml --validate graphs/colton2005_validation.yaml --method ewls --out out/camera
 
 test: $(STAMP)
 	$(PY) -m pytest -q
