@@ -24,6 +24,34 @@ def _unit_outputs(block: Block, derivatives: bool) -> None:
                                    depends="state", doc="second time derivative")
 
 
+@njit
+def sweep(t, f0, f1, T, log):
+    """Phase (rad), frequency (Hz) and its rate (Hz/s) of a sweep from ``f0`` to ``f1``.
+
+    The frequency rises linearly (``log`` False) or exponentially over ``T``
+    seconds, then stays at ``f1`` with continuous phase.
+    """
+    tau = min(t, T)
+    if not log:
+        k = (f1 - f0) / T
+        phase = 2.0 * math.pi * (f0 * tau + 0.5 * k * tau * tau)
+        f = f0 + k * tau
+        df = k
+    else:
+        r = math.log(f1 / f0) / T
+        if r != 0.0:
+            phase = 2.0 * math.pi * f0 * math.expm1(r * tau) / r
+        else:
+            phase = 2.0 * math.pi * f0 * tau
+        f = f0 * math.exp(r * tau)
+        df = f * r
+    if t > T:
+        phase += 2.0 * math.pi * f1 * (t - T)
+        f = f1
+        df = 0.0
+    return phase, f, df
+
+
 class Constant(Block):
     """Constant value.
 
@@ -150,21 +178,8 @@ class Chirp(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, y, dy, ddy):
-        a, f0, f1, T = p[0], p[1], p[2], p[3]
-        tau = min(t, T)
-        if p[4] == 0.0:
-            k = (f1 - f0) / T
-            phase = 2.0 * math.pi * (f0 * tau + 0.5 * k * tau * tau)
-            f = f0 + k * tau
-            df = k
-        else:
-            r = math.log(f1 / f0) / T
-            phase = 2.0 * math.pi * f0 * math.expm1(r * tau) / r if r != 0.0 else 2.0 * math.pi * f0 * tau
-            f = f0 * math.exp(r * tau)
-            df = f * r
-        if t > T:
-            phase += 2.0 * math.pi * f1 * (t - T)
-            df = 0.0
+        a = p[0]
+        phase, f, df = sweep(t, p[1], p[2], p[3], p[4] != 0.0)
         w = 2.0 * math.pi * f
         s = math.sin(phase)
         c = math.cos(phase)
@@ -295,25 +310,8 @@ class SweptSine(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, vel, acc):
-        a, f0, f1, T, fade = p[0], p[1], p[2], p[3], p[4]
-        tau = min(t, T)
-        if p[7] == 0.0:
-            k = (f1 - f0) / T
-            phi = 2.0 * math.pi * (f0 * tau + 0.5 * k * tau * tau)
-            f = f0 + k * tau
-            df = k
-        else:
-            r = math.log(f1 / f0) / T
-            if r != 0.0:
-                phi = 2.0 * math.pi * f0 * math.expm1(r * tau) / r
-            else:
-                phi = 2.0 * math.pi * f0 * tau
-            f = f0 * math.exp(r * tau)
-            df = f * r
-        if t > T:
-            phi += 2.0 * math.pi * f1 * (t - T)
-            f = f1
-            df = 0.0
+        a, T, fade = p[0], p[3], p[4]
+        phi, f, df = sweep(t, p[1], p[2], T, p[7] != 0.0)
         w, dw, ddw = _fade_envelope(t, fade, T)
         wp = 2.0 * math.pi * f
         wpp = 2.0 * math.pi * df
