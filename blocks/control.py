@@ -7,19 +7,20 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block
-from hapflow.params import Live, nonnegative, positive
+from hapflow.params import Live, Structural, nonnegative, positive
 from hapflow.ports import In, Out
 
 # indices into the packed parameter vector of PIDFeedforward
-_KP, _KI, _KD, _TS, _A, _G, _MFF, _FFF, _VS, _LIM = range(10)
+_KP, _KI, _KD, _TS, _A, _G, _MFF, _FFF, _VS, _LIM, _KA = range(11)
 
 
 @njit
-def _pid_law(d, m, p, ref_pos, ref_vel, ref_acc, meas_pos):
+def _pid_law(d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc):
     """Control law from the current inputs and the discrete state.
 
     Returns ``(u, u_unsat, e, vf)``: saturated and unsaturated force (N),
     position error (m), filtered measured velocity (m/s) of this sample.
+    Also writes the work entries ``d[3:6]`` that ``update`` reads.
     """
     e = ref_pos - meas_pos
     if m[0] != 0:
@@ -27,9 +28,25 @@ def _pid_law(d, m, p, ref_pos, ref_vel, ref_acc, meas_pos):
     else:
         vf = 0.0
     u_unsat = (p[_KP] * e + p[_KI] * d[0] + p[_KD] * (ref_vel - vf)
-               + p[_MFF] * ref_acc + p[_FFF] * math.tanh(ref_vel / p[_VS]))
+               + p[_MFF] * ref_acc + p[_FFF] * math.tanh(ref_vel / p[_VS])
+               + p[_KA] * (ref_acc - meas_acc))
     u = min(max(u_unsat, -p[_LIM]), p[_LIM])
+    d[3] = u_unsat       # work entries for update (the engine calls output first)
+    d[4] = e
+    d[5] = vf
     return u, u_unsat, e, vf
+
+
+@njit
+def _pid_update(d, m, p, meas_pos):
+    """Advance the PID state from the work entries of this sample's output."""
+    u_unsat, e = d[3], d[4]
+    windup = (u_unsat > p[_LIM] and e > 0.0) or (u_unsat < -p[_LIM] and e < 0.0)
+    if not windup:
+        d[0] += p[_TS] * e
+    d[1] = meas_pos
+    d[2] = d[5]
+    m[0] = 1
 
 
 class PIDFeedforward(Block):
@@ -45,6 +62,7 @@ class PIDFeedforward(Block):
                   a = exp(-2 pi deriv_cutoff Ts)
         u[k]    = kp e[k] + ki I[k] + kd (ref_vel[k] - vf[k])
                   + mass_ff ref_acc[k] + friction_ff tanh(ref_vel[k] / friction_smooth_vel)
+                  + ka (ref_acc[k] - meas_acc[k])      (with accel_feedback)
         force_cmd[k] = clip(u[k], -limit, limit)
         I[k+1]  = I[k] + Ts e[k]   unless the output is saturated and e[k] has
                                    the sign of the saturation (anti-windup by
@@ -71,6 +89,7 @@ class PIDFeedforward(Block):
     ref_vel   : in, (1,), m/s      reference velocity (derivative and friction feed-forward)
     ref_acc   : in, (1,), m/s^2    reference acceleration (inertia feed-forward)
     meas_pos  : in, (1,), m        measured position
+    meas_acc  : in, (1,), m/s^2    measured acceleration (only with accel_feedback)
     force_cmd : out, (1,), N       force command, saturated to +-limit (held)
 
     State: ``d = [I (m s), previous meas_pos (m), vf (m/s)]``, ``m[0]`` = 1
@@ -93,32 +112,48 @@ class PIDFeedforward(Block):
                                   doc="Coulomb friction feed-forward amplitude"),
               "friction_smooth_vel": Live(1e-3, unit="m/s", check=positive,
                                           doc="velocity scale of tanh in the friction feed-forward"),
-              "limit": Live(60.0, unit="N", check=positive, doc="output saturation")}
+              "limit": Live(60.0, unit="N", check=positive, doc="output saturation"),
+              "accel_feedback": Structural(False, kind="bool",
+                                           doc="add the input meas_acc and the term "
+                                               "ka (ref_acc - meas_acc) (seed 000)"),
+              "ka": Live(0.0, unit="kg", check=nonnegative, doc="acceleration-feedback gain")}
     dstate = 6      # I, last measurement, vf; then u_unsat, e, vf of this sample (work)
     istate = 1
 
     def pack(self) -> np.ndarray:
         ts = self.sample_time
         a = math.exp(-2.0 * math.pi * self.deriv_cutoff * ts)
+        ka = self.ka if self.accel_feedback else 0.0
         return np.array([self.kp, self.ki, self.kd, ts, a, (1.0 - a) / ts, self.mass_ff,
-                         self.friction_ff, self.friction_smooth_vel, self.limit])
+                         self.friction_ff, self.friction_smooth_vel, self.limit, ka])
+
+    def configure(self) -> None:
+        if self.accel_feedback:
+            self.inputs = {**type(self).inputs,
+                           "meas_acc": In(1, unit="m/s^2", doc="measured acceleration")}
+
+    def kernels(self) -> dict:
+        if self.accel_feedback:
+            return {"output": PIDFeedforward._output_acc, "update": PIDFeedforward._update_acc}
+        return super().kernels()
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, force_cmd):
-        u, u_unsat, e, vf = _pid_law(d, m, p, ref_pos[0], ref_vel[0], ref_acc[0], meas_pos[0])
-        force_cmd[0] = u
-        d[3] = u_unsat       # work entries for update (the engine calls output first)
-        d[4] = e
-        d[5] = vf
+        force_cmd[0] = _pid_law(d, m, p, ref_pos[0], ref_vel[0], ref_acc[0], meas_pos[0], ref_acc[0])[0]
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos):
-        u_unsat, e = d[3], d[4]
-        windup = (u_unsat > p[_LIM] and e > 0.0) or (u_unsat < -p[_LIM] and e < 0.0)
-        if not windup:
-            d[0] += p[_TS] * e
-        d[1] = meas_pos[0]
-        d[2] = d[5]
-        m[0] = 1
+        _pid_update(d, m, p, meas_pos[0])
+
+    @staticmethod
+    @njit
+    def _output_acc(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc, force_cmd):
+        force_cmd[0] = _pid_law(d, m, p, ref_pos[0], ref_vel[0], ref_acc[0], meas_pos[0],
+                                meas_acc[0])[0]
+
+    @staticmethod
+    @njit
+    def _update_acc(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc):
+        _pid_update(d, m, p, meas_pos[0])

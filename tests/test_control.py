@@ -201,3 +201,19 @@ def test_closed_loop_compiled_equals_interpreted():
 def test_pid_rejects_bad_parameters(name, value):
     with pytest.raises(ParamError, match=name):
         PIDFeedforward(**{name: value})
+
+
+def test_acceleration_feedback_term_is_exact():
+    """With accel_feedback the command gains ka (ref_acc - meas_acc); without it the port is absent."""
+    assert "meas_acc" not in PIDFeedforward().inputs
+    g = hf.Graph(rate=1000.0, duration=0.05)
+    for name, value, unit in (("r", 0.0, "m"), ("rv", 0.0, "m/s"), ("ra", 2.0, "m/s^2"),
+                              ("mp", 0.0, "m"), ("ma", -0.5, "m/s^2")):
+        g.add(name, Constant(value=value, unit=unit))
+    g.add("pid", PIDFeedforward(accel_feedback=True, ka=0.3, mass_ff=0.1, limit=100.0))
+    for src, port in (("r", "ref_pos"), ("rv", "ref_vel"), ("ra", "ref_acc"), ("mp", "meas_pos"),
+                      ("ma", "meas_acc")):
+        g.wire(f"{src}.y -> pid.{port}")
+    g.record("pid.force_cmd")
+    r = hf.Simulation(g).run()
+    np.testing.assert_array_equal(r["pid.force_cmd"][:, 0], 0.1 * 2.0 + 0.3 * (2.0 - (-0.5)))
