@@ -3,7 +3,7 @@
 One module per block family; importing this package registers every block
 type by its class name.  ``hapflow blocks`` prints the reference.
 """
-from . import arithmetic, continuous, control, devices, discrete, filters, impedance, mechanical, rig, sources  # noqa: F401,E501
+from . import arithmetic, continuous, control, devices, discrete, estimation, filters, impedance, mechanical, rig, sources  # noqa: F401,E501
 
 
 def __getattr__(name: str) -> type:
