@@ -393,6 +393,28 @@ def _sigmas(d, xo, po, lo, so, n, lamn):
 
 
 @njit
+def _weighted_mean(d, so, dim, ns, p, pw, mo):
+    """``d[mo:mo+dim]`` = sum_i W_i chi_i over the ``ns`` points of ``dim`` at ``d[so:]``."""
+    for j in range(dim):
+        s = 0.0
+        for i in range(ns):
+            s += p[pw + i] * d[so + i * dim + j]
+        d[mo + j] = s
+
+
+@njit
+def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise):
+    """``d[co:]`` = sum_i W_i (a_i - a_mean)(b_i - b_mean)' (na x nb), plus the matrix
+    ``p[noise:]`` when ``noise >= 0`` (Q or R)."""
+    for a in range(na):
+        for b in range(nb):
+            s = 0.0
+            for i in range(ns):
+                s += p[pw + i] * (d[ao + i * na + a] - d[am + a]) * (d[bo + i * nb + b] - d[bm + b])
+            d[co + a * nb + b] = s + p[noise + a * nb + b] if noise >= 0 else s
+
+
+@njit
 def _ukf_step(d, p, z, u):
     n, m, l = int(p[_N]), int(p[_M]), int(p[_L])
     model = int(p[_MODEL])
@@ -424,38 +446,15 @@ def _ukf_step(d, p, z, u):
     _sigmas(d, X, P, LC, SIG, n, p[_LAMN])
     for i in range(ns):
         _fx(model, d, SIG + i * n, d, SF + i * n, p, pa, pb, n, l, u)
-    for j in range(n):
-        s = 0.0
-        for i in range(ns):
-            s += p[pwm + i] * d[SF + i * n + j]
-        d[XP + j] = s
-    for a in range(n):
-        for b in range(n):
-            s = 0.0
-            for i in range(ns):
-                s += p[pwc + i] * (d[SF + i * n + a] - d[XP + a]) * (d[SF + i * n + b] - d[XP + b])
-            d[PP + a * n + b] = s + p[pq + a * n + b]
+    _weighted_mean(d, SF, n, ns, p, pwm, XP)
+    _weighted_cov(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, pq)
     # update: fresh sigma points of the prior through the measurement
     _sigmas(d, XP, PP, LC, SIG, n, p[_LAMN])
     for i in range(ns):
         _hx(model, d, SIG + i * n, d, SH + i * m, p, ph, n, m)
-    for j in range(m):
-        s = 0.0
-        for i in range(ns):
-            s += p[pwm + i] * d[SH + i * m + j]
-        d[ZP + j] = s
-    for a in range(m):
-        for b in range(m):
-            s = 0.0
-            for i in range(ns):
-                s += p[pwc + i] * (d[SH + i * m + a] - d[ZP + a]) * (d[SH + i * m + b] - d[ZP + b])
-            d[S + a * m + b] = s + p[pr + a * m + b]
-    for a in range(n):
-        for b in range(m):
-            s = 0.0
-            for i in range(ns):
-                s += p[pwc + i] * (d[SIG + i * n + a] - d[XP + a]) * (d[SH + i * m + b] - d[ZP + b])
-            d[PXZ + a * m + b] = s
+    _weighted_mean(d, SH, m, ns, p, pwm, ZP)
+    _weighted_cov(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, pr)
+    _weighted_cov(d, SIG, XP, n, SH, ZP, m, ns, p, pwc, PXZ, -1)
     _chol(d, S, 1.0, d, LS, m)
     for i in range(n * m):
         d[K + i] = d[PXZ + i]
