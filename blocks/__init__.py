@@ -1,9 +1,15 @@
 """The hapflow block library (installed as ``hapflow.blocks``).
 
-One module per block family; importing this package registers every block
-type by its class name.  ``hapflow blocks`` prints the reference.
+One module per block family; importing this package imports every module in
+it (names not starting with ``_``), which registers each block type by its
+class name.  ``hapflow blocks`` prints the reference.
 """
-from . import arithmetic, continuous, control, devices, discrete, estimation, filters, impedance, mechanical, rig, sources  # noqa: F401,E501
+from importlib import import_module
+from pkgutil import iter_modules
+
+for _module in iter_modules(__path__):
+    if not _module.name.startswith("_"):
+        import_module(f"{__name__}.{_module.name}")
 
 
 def __getattr__(name: str) -> type:
