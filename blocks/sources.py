@@ -9,6 +9,7 @@ from numba import njit
 from hapflow.block import Block, ParamError
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import Out
+from hapflow.rng import normal
 
 _UNIT = Structural(None, kind="str", doc="unit of the output (default: any)")
 
@@ -415,3 +416,117 @@ class Multisine(Block):
         pos[0] = p[0] + e * y
         vel[0] = de * y + e * dy
         acc[0] = dde * y + 2.0 * de * dy + e * ddy
+
+
+@njit
+def min_jerk(tau):
+    """Minimum-jerk blend 10 tau^3 - 15 tau^4 + 6 tau^5 and its first two derivatives in tau."""
+    t2 = tau * tau
+    return (t2 * tau * (10.0 - 15.0 * tau + 6.0 * t2),
+            30.0 * t2 * (1.0 - 2.0 * tau + t2),
+            60.0 * tau * (1.0 - 3.0 * tau + 2.0 * t2))
+
+
+class Waypoints(Block):
+    """Point-to-point trajectory: minimum-jerk moves between waypoints, holding at each.
+
+    Between waypoints ``(t_k, y_k)`` and ``(t_{k+1}, y_{k+1})`` the output is
+    the minimum-jerk (quintic) move ``y_k + (y_{k+1} - y_k) b(tau)``,
+    ``tau = (t - t_k) / (t_{k+1} - t_k)``, ``b = 10 tau^3 - 15 tau^4 + 6 tau^5``,
+    whose velocity and acceleration are zero at both ends: position, velocity
+    and acceleration are continuous everywhere.  Before ``t_0`` it holds
+    ``y_0``, after the last waypoint the last value.  A hold is two waypoints
+    with the same value.  The peak speed of a move is ``1.875 dy / dt`` and
+    its peak acceleration ``5.77 dy / dt^2``.  (A user's keystrokes in the
+    piano-action graphs.)
+
+    The number of waypoints is fixed once built (their values are live).
+
+    Ports
+    -----
+    y   : out, (1,), unit        value
+    dy  : out, (1,), unit/s      first derivative
+    ddy : out, (1,), unit/s^2    second derivative
+    """
+
+    params = {"times": Live([0.0, 1.0], unit="s", kind="floats", doc="waypoint times, increasing"),
+              "points": Live([0.0, 1.0], kind="floats", doc="waypoint values, in the output unit"),
+              "unit": _UNIT}
+
+    def configure(self) -> None:
+        times = np.asarray(self.times, dtype=float)
+        if len(times) < 1 or len(times) != len(self.points):
+            raise ParamError("points", f"'times' and 'points' need the same length >= 1 "
+                                       f"(got {len(times)} and {len(self.points)})")
+        if np.any(np.diff(times) <= 0.0):
+            raise ParamError("times", f"waypoint 'times' must increase strictly (got {list(times)})")
+        _unit_outputs(self, derivatives=True)
+
+    def set(self, name: str, value: object) -> None:
+        """Change waypoints (same count, times increasing)."""
+        old = self.values.get(name)
+        super().set(name, value)
+        try:
+            if len(self.values[name]) != len(old):
+                raise ParamError(name, f"parameter {name!r} must keep its {len(old)} entries "
+                                       "(the count is fixed once built)")
+            self.configure()
+        except ParamError:
+            self.values[name] = old
+            raise
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, y, dy, ddy):
+        n = p.size // 2
+        if t <= p[0] or n == 1:
+            y[0], dy[0], ddy[0] = p[n], 0.0, 0.0
+            return
+        k = 0
+        while k < n - 1 and t > p[k + 1]:
+            k += 1
+        if k == n - 1:
+            y[0], dy[0], ddy[0] = p[2 * n - 1], 0.0, 0.0
+            return
+        span = p[k + 1] - p[k]
+        rise = p[n + k + 1] - p[n + k]
+        b, db, ddb = min_jerk((t - p[k]) / span)
+        y[0] = p[n + k] + rise * b
+        dy[0] = rise * db / span
+        ddy[0] = rise * ddb / (span * span)
+
+
+class WhiteNoise(Block):
+    """Gaussian white noise sequence, one independent sample per tick, held in between.
+
+    ``y[k] = std * n[k]`` with ``n[k]`` standard normal from the block's own
+    random stream (derived from the graph seed and the block name, so runs
+    repeat exactly).  Add it to a signal with a ``Sum`` to model sensor noise.
+
+    Ports
+    -----
+    y : out, (1,), unit    noise sample
+    """
+
+    params = {"std": Live(1.0, check=nonnegative, doc="standard deviation, in the output unit"),
+              "unit": _UNIT}
+    dstate = 1
+    random_streams = 1
+
+    def configure(self) -> None:
+        _unit_outputs(self, derivatives=False)
+
+    @staticmethod
+    @njit
+    def init(x, d, m, p):
+        d[0] = p[0] * normal(m, 0)
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, y):
+        y[0] = d[0]
+
+    @staticmethod
+    @njit
+    def update(t, x, d, m, p):
+        d[0] = p[0] * normal(m, 0)

@@ -23,6 +23,11 @@ call ``output`` more than once per tick.  A block with an ``update`` may
 still keep work entries in ``d`` that ``output`` writes and ``update`` reads
 (saving a second evaluation of its law): at every sample hit ``output`` runs
 before ``update``, and ``output`` must not read those entries.
+
+Python-side blocks (sinks: MIDI, sound, files) keep kernels free of I/O:
+their ``update`` appends records to a buffer in their own state, and the
+scheduler calls the block's :meth:`Block.drain` between chunks and
+:meth:`Block.close` when a run ends (see those methods).
 """
 from __future__ import annotations
 
@@ -160,6 +165,61 @@ class Block:
     def kernels(self) -> dict[str, Callable]:
         """The block's kernels by name (override to specialise on structural parameters)."""
         return {k: getattr(type(self), k) for k in KERNELS if getattr(type(self), k) is not None}
+
+    # ------------------------------------------------------------ Python side (sinks)
+    def drain_limit(self) -> int | None:
+        """Most sample hits of this block that may pass between two :meth:`drain` calls.
+
+        A block whose ``update`` appends records to a buffer in its own state
+        returns its buffer capacity divided by its worst-case records per
+        sample hit; the scheduler then ends every chunk before the buffer can
+        fill (see :meth:`drain`).  ``None`` (the default) sets no limit.
+        """
+        return None
+
+    def drain(self, d: np.ndarray, m: np.ndarray, t0: float, t1: float) -> None:
+        """Python-side hook, called between chunks (override; the default does nothing).
+
+        The kernel never does I/O: a sink's ``update`` writes events or samples
+        into its own discrete state (e.g. ``m[0]`` records, then fixed-size
+        records in ``d``) and this hook empties that buffer into files, ports
+        or audio streams, and resets the count.  It is called after every
+        chunk by :class:`~hapflow.simulation.Simulation` (and by the HIL
+        runner) with writable views of the block's own state; the scheduler
+        limits chunks to :meth:`drain_limit` sample hits so buffers never
+        overflow.
+
+        Parameters
+        ----------
+        d : ndarray of float64
+            View of the block's discrete state (``dstate`` values).
+        m : ndarray of int64
+            View of the block's integer state (``istate`` values, then its
+            random streams).
+        t0, t1 : float
+            Start and end time of the ticks run since the previous drain, in s
+            (ticks ``t0 <= t < t1``); ``t0 == 0`` starts a new run from tick 0.
+        """
+
+    def close(self, status: str = "complete") -> None:
+        """Python-side hook, called once when a run ends (override; default does nothing).
+
+        Called after the last :meth:`drain` of a run, also when the run stops
+        on an error or Ctrl-C, so files the block writes are complete and
+        readable.  A later run continues where this one stopped (reopening
+        what it needs) unless it starts again from ``t0 == 0``.
+
+        Parameters
+        ----------
+        status : {'complete', 'interrupted', 'error'}
+            How the run ended (e.g. do not wait for queued audio to play out
+            after an interrupt).
+        """
+
+    @classmethod
+    def has_drain(cls) -> bool:
+        """True if the block has a Python side: it overrides :meth:`drain` or :meth:`close`."""
+        return cls.drain is not Block.drain or cls.close is not Block.close
 
     def signature_problem(self) -> str | None:
         """Describe a kernel whose parameters do not match the ports, or None."""

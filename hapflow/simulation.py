@@ -1,7 +1,9 @@
 """Offline scheduler: run the compiled kernel in chunks, stream records, report.
 
 A chunk is about one simulated second of ticks.  Between chunks Python
-drains the log buffer into the recorder (HDF5) or memory, applies live
+drains the log buffer into the recorder (HDF5) or memory, calls the
+Python-side sinks' :meth:`~hapflow.block.Block.drain` hooks (and their
+``close`` when the run ends, also on an error or Ctrl-C), applies live
 parameter changes, checks the state is finite, and advances the progress
 bar.  Memory stays bounded when recording to a file, however long the run.
 """
@@ -100,6 +102,10 @@ class Simulation:
         self.layout = self.program.layout
         self.arrays = allocate(self.layout)
         self.chunk_ticks = max(1, int(round(chunk * graph.rate)))
+        # blocks with a Python side (Block.drain / Block.close), called between chunks
+        self.sinks = [name for name, node in graph.nodes.items() if node.block.has_drain()]
+        self.chunk_ticks = min([self.chunk_ticks, *self._drain_ticks()])
+        self._drained = 0
         self.log = np.zeros((self.chunk_ticks, self.layout.sizes["log"]))
         self.tick = 0
         for name in graph.nodes:
@@ -173,10 +179,103 @@ class Simulation:
                 target.values[param] = old
             raise GraphError(f"block {block!r}: {exc}", block=block) from None
 
+    def reset(self, seed: int | None = None) -> None:
+        """Go back to tick 0 with the current parameters, without recompiling.
+
+        Signals, states and event counters are zeroed and the initial state is
+        set up again (``initial_state`` and ``init`` kernels, random streams),
+        so the next run is bit-identical to one on a fresh ``Simulation`` of
+        the graph with the same parameter values.
+
+        Parameters
+        ----------
+        seed : int, optional
+            New graph seed for the random streams (default: keep the graph's).
+        """
+        if seed is not None:
+            self.graph.seed = int(seed)
+        a = self.arrays
+        p = a["p"].copy()
+        for key in ("f", "m", "si", "sb", "stats"):
+            a[key][:] = 0
+        a["p"][:] = p
+        self.tick = 0
+        self._initial_state()
+
+    def _drain_ticks(self) -> list[int]:
+        """Tick limits between drains that the sinks' buffers impose."""
+        limits = []
+        for name in self.sinks:
+            node = self.graph.nodes[name]
+            hits = node.block.drain_limit()
+            if hits is not None:
+                limits.append(max(1, int(hits)) * node.divider)
+        return limits
+
+    def drain(self, tick: int | None = None) -> None:
+        """Call :meth:`Block.drain` of every sink for the ticks run since the last drain.
+
+        :meth:`run` calls it after every chunk.  A caller stepping the kernel
+        itself (the HIL runner) must call it at least every
+        :attr:`chunk_ticks` ticks, or the sinks drop records (and say so).
+
+        Parameters
+        ----------
+        tick : int, optional
+            Ticks run so far, when the caller runs the kernel without
+            :meth:`advance` (default: :attr:`tick`).  A count below the last
+            drain's means a new run from tick 0.
+        """
+        if not self.sinks:
+            return
+        end = self.tick if tick is None else int(tick)
+        if end < self._drained:
+            self._drained = 0
+        if self._drained == end:
+            return
+        t0, t1 = self._drained / self.graph.rate, end / self.graph.rate
+        for name in self.sinks:
+            slots = self.layout.blocks[name]
+            d, m = slots["d"], slots["m"]
+            self.graph.nodes[name].block.drain(self.arrays["d"][d.start:d.stop],
+                                               self.arrays["m"][m.start:m.stop], t0, t1)
+        self._drained = end
+
+    def close(self, status: str = "complete", tick: int | None = None) -> None:
+        """Drain what is left, then call every sink's :meth:`Block.close` (all, even if one fails).
+
+        Parameters
+        ----------
+        status : {'complete', 'interrupted', 'error'}
+            How the run ended.
+        tick : int, optional
+            As for :meth:`drain`.
+
+        Raises
+        ------
+        Exception
+            The first problem a sink had, only when ``status`` is 'complete'
+            (otherwise the run's own error is the one that matters).
+        """
+        problems = []
+        try:
+            self.drain(tick)
+        except Exception as exc:                  # keep closing: files must be readable
+            problems.append(exc)
+        for name in self.sinks:
+            try:
+                self.graph.nodes[name].block.close(status)
+            except Exception as exc:
+                problems.append(exc)
+        if problems and status == "complete":
+            raise problems[0]
+
     def advance(self, n_ticks: int) -> np.ndarray:
         """Run ``n_ticks`` (at most one chunk) and return their log rows (a view)."""
         a = self.arrays
         n = min(int(n_ticks), self.chunk_ticks)
+        if self.tick == 0:
+            self._drained = 0                     # a run from tick 0 (new or after a reset)
         self.program.run(n, self.tick, a["f"], a["m"], a["si"], a["sb"], self.log, a["stats"])
         self.tick += n
         if not np.all(np.isfinite(a["x"])) or not np.all(np.isfinite(a["d"])):
@@ -260,6 +359,7 @@ class Simulation:
                 else:
                     kept.append(cols)
                     times.append(t)
+                self.drain()
                 if on_chunk is not None:
                     on_chunk(t, cols)
                 bar.update(rows.shape[0])
@@ -270,8 +370,13 @@ class Simulation:
         finally:
             bar.close()
             stats = self.arrays["stats"] - stats0
-            if rec is not None:
-                rec.close(status, events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))
+            try:
+                if self.sinks:
+                    self.close(status)
+            finally:
+                if rec is not None:
+                    rec.close(status, events=int(stats[EVENTS]),
+                              event_overflows=int(stats[OVERFLOW]))
         wall = _time.perf_counter() - start
         result = RunResult(done, wall, self.graph.rate, path=Path(out) if out else None,
                            events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))

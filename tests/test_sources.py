@@ -17,6 +17,8 @@ import hapflow
 from hapflow.block import ParamError
 from hapflow.blocks.sources import Chirp, Constant, Sine, Step
 
+hf = hapflow
+
 RATE = 10000.0
 H = 1.0 / RATE
 DURATION = 2.0
@@ -320,3 +322,42 @@ def test_chirp_flat_log_sweep_is_a_sine(run):
 def test_chirp_rejects_bad_parameters(values, param):
     with pytest.raises(ParamError, match=param):
         Chirp(**values)
+
+
+def test_waypoints_minimum_jerk_moves_and_holds():
+    g = hf.Graph(name="wp", rate=1000, duration=2.0)
+    g.add("wp", hf.blocks.Waypoints(times=[0.2, 0.7, 1.2, 1.5], points=[0.0, 0.03, 0.03, -0.01],
+                                    unit="rad"))
+    g.record("wp.y", "wp.dy", "wp.ddy")
+    r = hf.Simulation(g).run(progress=False)
+    t, y = r.time, r["wp.y"][:, 0]
+    tau = np.clip((t - 0.2) / 0.5, 0, 1)
+    move = 0.03 * (10 * tau ** 3 - 15 * tau ** 4 + 6 * tau ** 5)
+    first = t <= 0.7
+    assert np.allclose(y[first], move[first], atol=1e-15)
+    assert np.allclose(y[(t >= 0.7) & (t <= 1.2)], 0.03, rtol=0, atol=1e-15)
+    assert np.allclose(y[t >= 1.5], -0.01, rtol=0, atol=1e-15)
+    # peak speed 1.875 dy/dt, velocity and acceleration are the derivatives
+    assert r["wp.dy"][:, 0].max() == pytest.approx(1.875 * 0.03 / 0.5, rel=1e-6)
+    assert np.allclose(np.gradient(y, t)[5:-5], r["wp.dy"][5:-5, 0], atol=2e-4)
+    assert np.allclose(np.gradient(r["wp.dy"][:, 0], t)[5:-5], r["wp.ddy"][5:-5, 0], atol=0.05)
+
+
+def test_waypoints_reject_bad_times():
+    with pytest.raises(hf.block.ParamError, match="increase"):
+        hf.blocks.Waypoints(times=[0.0, 1.0, 1.0], points=[0, 1, 2])
+    with pytest.raises(hf.block.ParamError, match="same length"):
+        hf.blocks.Waypoints(times=[0.0, 1.0], points=[0, 1, 2])
+
+
+def test_white_noise_statistics_and_repeatability():
+    def run(seed):
+        g = hf.Graph(name="noise", rate=1000, duration=20.0, seed=seed)
+        g.add("n", hf.blocks.WhiteNoise(std=0.5, unit="N"))
+        g.record("n.y")
+        return hf.Simulation(g).run(progress=False)["n.y"][:, 0]
+    y = run(1)
+    assert y.std() == pytest.approx(0.5, rel=0.02) and abs(y.mean()) < 0.02
+    lag1 = np.corrcoef(y[:-1], y[1:])[0, 1]
+    assert abs(lag1) < 0.03                                     # white: one new sample per tick
+    assert np.array_equal(y, run(1)) and not np.array_equal(y, run(2))
