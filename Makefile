@@ -24,6 +24,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/engine.py
 	$(PY) bench/ident.py
+	$(PY) bench/devices.py
+	$(PY) bench/sinks.py
 
 clean:
 	rm -rf out .pytest_cache

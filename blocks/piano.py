@@ -339,7 +339,8 @@ class PianoActionB(Block):
               "k1": Live(10.0, unit="N m/rad", check=positive, doc="manipulandum-key torsional spring"),
               "c_k": Live(0.3, unit="N m s/rad", check=nonnegative, doc="key-frame damper"),
               "k2": Live(5000.0, unit="N/m", check=positive, doc="slider spring, normal to the shank"),
-              "c2": Live(10.0, unit="N s/m", check=nonnegative, doc="slider spring damping")}
+              "c2": Live(10.0, unit="N s/m", check=nonnegative, doc="slider spring damping"),
+              "key0": Live(0.0, unit="rad", doc="manipulandum angle at t = 0 (start at rest there)")}
     cstate = 4
     dstate = 4
     istate = 2
@@ -350,7 +351,28 @@ class PianoActionB(Block):
         x, d, m = super().initial_state()
         m[0] = RIDING
         d[_T_STRIKE] = d[_T_RELEASE] = d[_T_CATCH] = -1.0
+        x[:] = self.equilibrium()
         return x, d, m
+
+    def equilibrium(self) -> np.ndarray:
+        """Static state ``(q_k, 0, q, 0)`` with the hammer resting on the key at ``key = key0``.
+
+        Solves the key and hammer torque balances (gravity, spring ``k1``,
+        slider spring ``k2``) with scipy; the run then starts at rest.
+        """
+        from scipy.optimize import fsolve
+        p, s = self.pack(), self.key0
+
+        def torques(z):
+            x = np.array([z[0], 0.0, z[1], 0.0])
+            fkh, _, dist = _b_contact_force(x, p)
+            return [p[_K1] * (s - z[0]) - p[_MK] * p[_G] * math.cos(z[0])
+                    - fkh * p[_LB] * math.cos(z[0] - z[1]),
+                    -p[_MH] * p[_G] * math.cos(z[1]) + fkh * dist]
+
+        guess = slider(s, p)[0]
+        qk, q = fsolve(torques, [s, guess], xtol=1e-12)
+        return np.array([qk, 0.0, q, 0.0])
 
     @staticmethod
     @njit

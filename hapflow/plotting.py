@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
+import numpy as np  # noqa: E402
 
 from .graph import Checked  # noqa: E402
 from .recorder import Recording  # noqa: E402
@@ -80,6 +81,53 @@ def draw_graph(checked: Checked, schedule: Schedule, path: str | Path) -> None:
     ax.set_xlim(min(xs) - pad, max(xs) + pad)
     ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
     ax.axis("off")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_modes(rec: Recording, panels: list[list[str]], mode: str, path: str | Path,
+               title: str | None = None) -> None:
+    """Signals of a piece-wise ODE device over time with its mode epochs (seed 003, figure 6).
+
+    Parameters
+    ----------
+    rec : Recording
+        A recording holding every signal named in ``panels`` and ``mode``.
+    panels : list of list of str
+        Signals per axis, top to bottom (e.g. force and indicator; angles).
+    mode : str
+        Integer mode signal: each epoch is shaded by its mode and every
+        switch is marked with a vertical line.
+    path : str or Path
+        PNG file to write.
+    title : str, optional
+        Figure title (default: the recording's graph name).
+    """
+    modes = rec.signals[mode].reshape(-1)
+    switches = rec.time[1:][modes[1:] != modes[:-1]]
+    starts = [rec.time[0], *switches]
+    ends = [*switches, rec.time[-1]]
+    colours = dict(zip(sorted(set(modes.tolist())), plt.cm.Pastel1.colors))
+    fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False,
+                             figsize=(9, 2.6 * len(panels) + 0.6))
+    for ax, names in zip(axes[:, 0], panels):
+        for a, b in zip(starts, ends):
+            value = int(modes[min(int(np.searchsorted(rec.time, a)), modes.size - 1)])
+            ax.axvspan(a, b, color=colours[value], alpha=0.6, lw=0)
+        for t in switches:
+            ax.axvline(t, color="0.2", lw=0.8)
+        for name in names:
+            unit = rec.units.get(name, "")
+            ax.plot(rec.time, rec.signals[name].reshape(len(rec.time), -1)[:, 0], lw=1.0,
+                    label=f"{name} [{unit or '-'}]")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    axes[0, 0].set_title(f"shading: {mode} " + ", ".join(f"{v}" for v in colours)
+                         + "; lines: located switch ticks", fontsize=9)
+    axes[-1, 0].set_xlabel("time [s]")
+    fig.suptitle(title or str(rec.attrs.get("name", "")))
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

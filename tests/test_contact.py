@@ -103,8 +103,7 @@ def test_hunt_crossley_contact_duration_matches_hertz():
     # Hertz impact (n = 1.5, b = 0): duration 2.9432 d_max / v, d_max = (5 m v^2 / (4 k))^(2/5)
     mass, k, h0 = 0.05, 2e4, 0.05
     g = paddle_graph(contact="hunt_crossley", h0=h0, damping=0.0, stiffness=k, mass=mass,
-                     duration=0.3, gravity=9.81)
-    g.rate = 20000
+                     duration=0.3, gravity=9.81, rate=20000)
     r = hf.Simulation(g).run(progress=False)
     mode = r["ball.mode"][:, 0]
     on = np.nonzero(mode == 1)[0]
