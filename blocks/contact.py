@@ -24,7 +24,7 @@ from hapflow.ports import In, Out
 
 
 class SwitchingFirstOrder(Block):
-    """First-order switching ("thermostat") system of seed 001, table 1.
+    """First-order switching ("thermostat") system of seed 001, table 1, with its sensitivities.
 
     Flows ``x' = -tau x + u_i`` in mode i = 1, 2; switch 1 -> 2 when ``x``
     rises to ``s1`` and 2 -> 1 when it falls to ``s2``; resets keep ``x``
@@ -33,28 +33,45 @@ class SwitchingFirstOrder(Block):
     has the closed form ``ln((x_a - u_i/tau) / (s_i - u_i/tau)) / tau``.
     Switching needs ``u1/tau > s1 > s2 > u2/tau``.
 
+    **Trajectory sensitivities** (Hiskens & Pai, as used in seed 001) to the
+    parameters ``alpha = (tau, u1, u2, s1, s2, x0)`` are integrated with the
+    state: ``lambda = dx/dalpha`` obeys ``lambda' = f_x lambda + f_alpha``
+    (``f_x = -tau``, ``f_tau = -x``, ``f_ui = 1`` in mode i), from
+    ``lambda(0) = dx0/dalpha``.  At a switch with event function
+    ``g = x - s`` the switching time moves by
+    ``tau_alpha = -(g_x lambda- + g_alpha) / (g_x f-)`` and the sensitivity
+    jumps by ``lambda+ = lambda- - (f+ - f-) tau_alpha`` (the reset is the
+    identity).  ``x(alpha + da) ~ x + lambda da`` away from switches; see
+    :func:`hapflow.sensitivity.reconstruct` for the refinement near them.
+
     Ports
     -----
     x           : out, (1,), 1      state (e.g. a normalised room temperature)
     mode        : out, (1,), i8     1 (heating, rising to s1) or 2 (cooling, falling to s2)
     switches    : out, (1,), i8     number of switches so far
     switch_time : out, (1,), s      time of the latest switch, located inside its tick
+    sens        : out, (6,), any    dx/d(tau, u1, u2, s1, s2, x0)
+    switch_sens : out, (6,), any    d(switch_time)/d(tau, u1, u2, s1, s2, x0) of the latest switch
     """
 
     outputs = {"x": Out(1, unit="", depends="state", doc="state"),
                "mode": Out(1, dtype="i8", unit="", depends="state", doc="active mode, 1 or 2"),
                "switches": Out(1, dtype="i8", unit="count", depends="state", doc="switches so far"),
-               "switch_time": Out(1, unit="s", depends="state", doc="time of the latest switch")}
+               "switch_time": Out(1, unit="s", depends="state", doc="time of the latest switch"),
+               "sens": Out(6, depends="state", doc="dx/d(tau, u1, u2, s1, s2, x0)"),
+               "switch_sens": Out(6, depends="state",
+                                  doc="d(latest switch time)/d(tau, u1, u2, s1, s2, x0)")}
     params = {"tau": Live(1.0, unit="1/s", check=positive, doc="decay rate"),
               "u1": Live(2.0, unit="1/s", doc="input in mode 1"),
               "u2": Live(0.0, unit="1/s", doc="input in mode 2"),
               "s1": Live(1.5, doc="switching level 1 -> 2 (x rising)"),
               "s2": Live(0.5, doc="switching level 2 -> 1 (x falling)"),
               "x0": Live(0.0, doc="initial state (mode 1)")}
-    cstate = 1
-    dstate = 1
+    cstate = 7
+    dstate = 7
     istate = 2
     nguards = 1
+    PARAMETERS = ("tau", "u1", "u2", "s1", "s2", "x0")
 
     def configure(self) -> None:
         tau, u1, u2, s1, s2 = (self.values[k] for k in ("tau", "u1", "u2", "s1", "s2"))
@@ -75,21 +92,30 @@ class SwitchingFirstOrder(Block):
     def initial_state(self):
         x, d, m = super().initial_state()
         x[0] = self.x0
+        x[6] = 1.0                                  # d x(0) / d x0
         m[0] = 1 if self.x0 < self.s1 else 2
         return x, d, m
 
     @staticmethod
     @njit
-    def output(t, x, d, m, p, xo, mode, switches, switch_time):
+    def output(t, x, d, m, p, xo, mode, switches, switch_time, sens, switch_sens):
         xo[0] = x[0]
         mode[0] = m[0]
         switches[0] = m[1]
         switch_time[0] = d[0]
+        for j in range(6):
+            sens[j] = x[1 + j]
+            switch_sens[j] = d[1 + j]
 
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, dx):
-        dx[0] = -p[0] * x[0] + (p[1] if m[0] == 1 else p[2])
+        mode = m[0]
+        dx[0] = -p[0] * x[0] + (p[1] if mode == 1 else p[2])
+        for j in range(6):
+            dx[1 + j] = -p[0] * x[1 + j]
+        dx[1] -= x[0]                               # f_tau = -x
+        dx[2 if mode == 1 else 3] += 1.0            # f_u of the active mode
 
     @staticmethod
     @njit
@@ -99,7 +125,15 @@ class SwitchingFirstOrder(Block):
     @staticmethod
     @njit
     def reset(t, x, d, m, p, k):
-        m[0] = 3 - m[0]
+        mode = m[0]
+        f_before = -p[0] * x[0] + (p[1] if mode == 1 else p[2])
+        f_after = -p[0] * x[0] + (p[2] if mode == 1 else p[1])
+        for j in range(6):                          # event g = x - s: g_x = 1, g_s = -1
+            g_alpha = -1.0 if j == (3 if mode == 1 else 4) else 0.0
+            t_alpha = -(x[1 + j] + g_alpha) / f_before
+            d[1 + j] = t_alpha
+            x[1 + j] -= (f_after - f_before) * t_alpha
+        m[0] = 3 - mode
         m[1] += 1
         d[0] = t
 
