@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(PY) bench/ident.py
 	$(PY) bench/devices.py
 	$(PY) bench/sinks.py
+	$(PY) bench/study.py
 
 clean:
 	rm -rf out .pytest_cache

@@ -1,0 +1,299 @@
+"""Batched runs: many parameter sets of one graph advanced together in one compiled kernel.
+
+Every run gets its own set of the flat run-time arrays, filled exactly as a
+fresh :class:`~hapflow.simulation.Simulation` would fill them (live
+parameters set, initial state, random streams from the run's seed).  Two
+layouts advance them:
+
+``lanes`` (graphs whose generated tick loop indexes ``f`` only at constant
+    offsets and uses no whole-array views: no events, every kernel inlined)
+    - :func:`lane_source` rewrites the graph's tick loop so that each tick
+    runs over all runs side by side: ``f[12]`` becomes a local ``f_12``
+    loaded from ``F[12, r]`` and stored back, ``m[3]`` becomes ``M[3, r]``,
+    ``log[k, c]`` becomes ``LOG[k, c, r]``.  A single run's tick is one
+    long chain of dependent operations (RK4 stages, divisions); the ticks
+    of independent runs overlap in the processor's pipeline instead of
+    waiting on that chain: 2-3x the runs per second on one core for a small
+    RK4 graph (``bench/study.py``), less or none when a tick is cheap (the
+    semi-implicit Euler solver).  The runs are split into one block per
+    thread (``numba.prange``).
+``rows`` (any graph) - :func:`hapflow.compiler.compile_batch` calls the
+    graph's own compiled ``run`` on row ``r`` of every array, in a
+    ``numba.prange`` loop over runs.
+
+Both use the very same arithmetic in the same order as the single-run
+kernel, so recordings are bit-identical to single runs (the tests check
+it).  Only live parameters and the seed may differ between the runs of a
+batch; structural parameters change the generated code (build another
+``Simulation``).  ``bench/study.py`` measures both against single runs and
+Dask workers.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time as _time
+from typing import Any, Callable, Mapping, Sequence
+
+import numba
+import numpy as np
+
+from .compiler import compile_batch, compile_variant
+from .errors import GraphError, HapflowError, SimulationError
+from .events import EVENTS, OVERFLOW
+from .layout import float_bases
+from .simulation import RunResult, Simulation
+
+
+ARRAYS = ("f", "m", "si", "sb", "stats")
+"""Run-time arrays, in the kernel's argument order (log aside)."""
+TRIAL_RUNS, TRIAL_TICKS = 128, 2000
+"""Size of the timing trial that picks the faster layout (``layout='auto'``)."""
+
+
+def _unroll(lines: list[str]) -> list[str]:
+    """Expand ``for j in range(N):`` loops with a one-line body into N lines."""
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        m = re.match(r"^(\s*)for (\w+) in range\((\d+)\):$", lines[k])
+        if m and k + 1 < len(lines):
+            indent = len(m.group(1))
+            body = lines[k + 1]
+            after = lines[k + 2] if k + 2 < len(lines) else ""
+            if len(body) - len(body.lstrip()) > indent and \
+                    len(after) - len(after.lstrip()) <= indent:
+                out += [m.group(1) + re.sub(rf"\b{m.group(2)}\b", str(j), body.strip())
+                        for j in range(int(m.group(3)))]
+                k += 2
+                continue
+        out.append(lines[k])
+        k += 1
+    return out
+
+
+def _fold(text: str) -> str:
+    """``[12 + 3]`` -> ``[15]``."""
+    return re.sub(r"\[(\d+) \+ (\d+)\]", lambda m: f"[{int(m.group(1)) + int(m.group(2))}]", text)
+
+
+def lane_source(source: str) -> str | None:
+    """The graph's tick loop rewritten over runs side by side (see the module docstring).
+
+    Returns the source of ``run_lanes(n_ticks, tick0, F, M, SI, SB, LOG,
+    STATS)`` (arrays ``(size, runs)``, ``LOG`` ``(ticks, columns, runs)``),
+    ``run_blocks`` (the same with a leading block axis, one block per
+    thread) and ``to_runs(LOG, OUT)`` (each block's log to ``(runs, ticks,
+    columns)``, a tiled transpose), or None when the kernel does not
+    qualify: a whole-array view (events, a kernel that is not inlined) or an
+    index that is not a constant.
+    """
+    head = "def run(n_ticks, tick0, f, m, si, sb, log, stats):\n"
+    if head not in source:
+        return None
+    lines = source.split(head, 1)[1].splitlines()
+    try:
+        loop = lines.index("    for k in range(n_ticks):")
+        end = lines.index("    return 0", loop)
+    except ValueError:
+        return None
+    views = [line.strip().partition(" = ")[0] for line in lines[:loop]]
+    text = _fold("\n".join(_unroll(lines[loop + 1:end])))
+    if any(re.search(rf"\b{re.escape(v)}\b", text) for v in views):
+        return None
+    used = sorted({int(i) for i in re.findall(r"\bf\[(\d+)\]", text)})
+    text = re.sub(r"\bf\[(\d+)\]", r"f_\1", text)
+    text = re.sub(r"\blog\[k, (\d+)\]", r"LOG[k, \1, hf_r]", text)
+    text = re.sub(r"\b(m|si|sb|stats)\[(\d+)\]",
+                  lambda m: f"{m.group(1).upper()}[{m.group(2)}, hf_r]", text)
+    if re.search(r"(?<![.\w])(f|m|si|sb|stats|log)\b", text):
+        return None                               # a whole array or a computed index
+    out = ['"""Generated by hapflow: the graph\'s ticks over runs side by side. Do not edit."""',
+           "", "", "@jit", "def run_lanes(n_ticks, tick0, F, M, SI, SB, LOG, STATS):",
+           "    for k in range(n_ticks):", "        for hf_r in range(F.shape[1]):"]
+    out += [f"            f_{i} = F[{i}, hf_r]" for i in used]
+    out += ["    " + line for line in text.splitlines()]
+    out += [f"            F[{i}, hf_r] = f_{i}" for i in used]
+    out += ["    return 0", "", "", "@pjit",
+            "def run_blocks(n_ticks, tick0, F, M, SI, SB, LOG, STATS):",
+            "    for b in prange(F.shape[0]):",
+            "        run_lanes(n_ticks, tick0, F[b], M[b], SI[b], SB[b], LOG[b], STATS[b])",
+            "    return 0", "", "", "@pjit", "def to_runs(LOG, OUT):",
+            "    for b in prange(LOG.shape[0]):",
+            "        for k0 in range(0, LOG.shape[1], 64):",
+            "            for r in range(LOG.shape[3]):",
+            "                for k in range(k0, min(k0 + 64, LOG.shape[1])):",
+            "                    for c in range(LOG.shape[2]):",
+            "                        OUT[b, r, k, c] = LOG[b, k, c, r]",
+            "    return 0"]
+    return "\n".join(out) + "\n"
+
+
+class Batch:
+    """Runs of one compiled graph with different live parameters and seeds.
+
+    Parameters
+    ----------
+    sim : Simulation
+        The compiled graph; its parameters are changed while rows are filled
+        (restore them with :meth:`Simulation.set` if it is used afterwards).
+    parallel : bool
+        Spread the runs over numba's threads (``prange``); else one thread.
+    layout : {'auto', 'lanes', 'rows'}
+        ``auto``: for a graph that qualifies for ``lanes`` (see
+        :func:`lane_source`) a short timing trial of both layouts picks the
+        faster (results are bit-identical either way), else ``rows``;
+        ``lanes`` raises ValueError for a graph that does not qualify.
+
+    Attributes
+    ----------
+    layout : str
+        The layout in use, ``lanes`` or ``rows``.
+    """
+
+    def __init__(self, sim: Simulation, parallel: bool = True, layout: str = "auto"):
+        if layout not in ("auto", "lanes", "rows"):
+            raise ValueError(f"layout must be auto, lanes or rows, got {layout!r}")
+        self.sim = sim
+        self.parallel = parallel
+        self.threads = numba.get_num_threads() if parallel else 1
+        source = None if sim.program.interpreted or layout == "rows" else \
+            lane_source(sim.program.source)
+        if layout == "lanes" and source is None:
+            raise ValueError(f"graph {sim.graph.name!r} does not qualify for the lanes layout "
+                             "(events, a kernel that is not inlined, or a computed index)")
+        kernels = {"rows": compile_batch(sim.program, parallel)}
+        if source is not None:
+            suffix = "lanes_par" if parallel else "lanes"
+            module = compile_variant(sim.program, suffix, source, parallel)
+            kernels["lanes"], self.transpose = module.run_blocks, module.to_runs
+        a = sim.arrays
+        one = {key: a[key][None, :].copy() for key in ARRAYS}
+        for item in kernels.items():                   # compile now (or load from the cache)
+            self.layout, self.kernel = item
+            self._advance(one, 0)
+        chosen = layout if layout != "auto" else min(kernels.items(), key=self._trial)[0] \
+            if len(kernels) > 1 else "rows"
+        self.layout, self.kernel = chosen, kernels[chosen]
+
+    def _trial(self, item: tuple[str, Callable]) -> float:
+        """Best of two wall times of ``TRIAL_RUNS`` copies of the current state for
+        ``TRIAL_TICKS`` ticks."""
+        self.layout, self.kernel = item
+        a = self.sim.arrays
+        walls = []
+        for _ in range(2):
+            rows = {key: np.repeat(a[key][None, :], TRIAL_RUNS, axis=0) for key in ARRAYS}
+            start = _time.perf_counter()
+            self._advance(rows, TRIAL_TICKS)
+            walls.append(_time.perf_counter() - start)
+        return min(walls)
+
+    def _advance(self, rows: dict[str, np.ndarray], n: int
+                 ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+        """Run ``n`` ticks from tick 0 on ``rows``; (final rows, log of each run)."""
+        runs = rows["f"].shape[0]
+        ncol = self.sim.layout.sizes["log"]
+        if self.layout == "rows":
+            log = np.zeros((runs, n, ncol))
+            self.kernel(n, 0, *(rows[k] for k in ARRAYS[:4]), log, rows["stats"])
+            return rows, list(log)
+        blocks = max(1, min(self.threads, runs))
+        width = math.ceil(runs / blocks)
+        pad = np.minimum(np.arange(blocks * width), runs - 1)     # spare lanes repeat a run
+        lanes = {k: np.ascontiguousarray(v[pad].reshape(blocks, width, v.shape[1])
+                                         .transpose(0, 2, 1)) for k, v in rows.items()}
+        log = np.empty((blocks, n, ncol, width))
+        self.kernel(n, 0, *(lanes[k] for k in ARRAYS[:4]), log, lanes["stats"])
+        back = {k: v.transpose(0, 2, 1).reshape(blocks * width, v.shape[1])[:runs]
+                for k, v in lanes.items()}
+        per_run = np.empty((blocks, width, n, ncol))
+        self.transpose(log, per_run)
+        return back, list(per_run.reshape(blocks * width, n, ncol)[:runs])
+
+    def log_bytes(self, duration: float) -> int:
+        """Bytes of recorded samples one run of ``duration`` s needs while its batch runs
+        (the lanes layout holds the log twice: as written, and per run)."""
+        copies = 2 if self.layout == "lanes" else 1
+        return copies * self._ticks(duration) * self.sim.layout.sizes["log"] * 8
+
+    def _ticks(self, duration: float | None) -> int:
+        g = self.sim.graph
+        return int(round((g.duration if duration is None else float(duration)) * g.rate))
+
+    def _fill(self, settings: Sequence[Mapping[str, Any]], seeds: Sequence[int]
+              ) -> tuple[dict[str, np.ndarray], list[GraphError | None]]:
+        """Initial arrays of every run (rows), and per run the error of a bad setting."""
+        sim, a = self.sim, self.sim.arrays
+        rows = {key: np.zeros((len(settings), a[key].size), dtype=a[key].dtype)
+                for key in ARRAYS}
+        errors: list[GraphError | None] = []
+        for r, (values, seed) in enumerate(zip(settings, seeds)):
+            try:
+                for key, value in values.items():
+                    sim.set(key, value)
+            except GraphError as exc:
+                errors.append(exc)
+                continue
+            errors.append(None)
+            sim.reset(seed)
+            for key, table in rows.items():
+                table[r] = a[key]
+        return rows, errors
+
+    def run(self, settings: Sequence[Mapping[str, Any]], seeds: Sequence[int],
+            duration: float | None = None) -> list[RunResult | HapflowError]:
+        """Run one batch from tick 0; every run records in memory.
+
+        Parameters
+        ----------
+        settings : sequence of dict
+            Per run, live parameters ``{"block.param": value}`` to set first.
+        seeds : sequence of int
+            Per run, the graph seed of its random streams.
+        duration : float, optional
+            Simulated seconds (default: the graph's).
+
+        Returns
+        -------
+        list of RunResult or HapflowError
+            Per run its result, or its error: a :class:`GraphError` for a
+            setting that names an unknown or structural parameter or a bad
+            value (the run is left out), a :class:`SimulationError` for a
+            state that became non-finite.  The other runs are unaffected.
+            ``wall`` is the batch's wall time (setting up the rows, the
+            kernel, splitting the records) divided by the number of runs.
+        """
+        if len(settings) != len(seeds):
+            raise ValueError(f"{len(settings)} settings but {len(seeds)} seeds")
+        sim = self.sim
+        start = _time.perf_counter()
+        n = self._ticks(duration)
+        rows, errors = self._fill(settings, seeds)
+        good = [r for r, e in enumerate(errors) if e is None]
+        out: list[RunResult | HapflowError] = list(errors)
+        if not good:
+            return out
+        if len(good) < len(errors):
+            rows = {key: np.ascontiguousarray(table[good]) for key, table in rows.items()}
+        rows, logs = self._advance(rows, n)
+        t = np.arange(n) / sim.graph.rate
+        base = float_bases(sim.layout)
+        finite = np.isfinite(rows["f"][:, base["x"]:base["p"]]).all(axis=1)     # x then d
+        for j, r in enumerate(good):
+            out[r] = self._result(rows["stats"][j], logs[j], bool(finite[j]), n, t)
+        wall = (_time.perf_counter() - start) / max(1, len(settings))
+        for result in out:
+            if isinstance(result, RunResult):
+                result.wall = wall
+        return out
+
+    def _result(self, stats: np.ndarray, log: np.ndarray, finite: bool, n: int,
+                t: np.ndarray) -> RunResult | SimulationError:
+        sim = self.sim
+        if not finite:
+            return SimulationError(f"state became non-finite by t = {n / sim.graph.rate:g} s "
+                                   "(batched run); check the parameters (an unstable loop, "
+                                   "a too-large step for a stiff system)")
+        return RunResult(n, 0.0, sim.graph.rate, time=t, signals=sim.columns(log),
+                         events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))

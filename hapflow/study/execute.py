@@ -1,0 +1,278 @@
+"""Running a job of study runs in one process (a Dask worker, or the study's own process).
+
+A :class:`Job` is plain data (picklable): the base graph's text, the
+structural parameter values shared by its runs, and the runs' live
+parameters and seeds.  Every process keeps the compiled
+:class:`~hapflow.simulation.Simulation` of each structure it has met
+(:data:`_CACHE`, least recently used first out), so a structure is compiled
+once per worker - afterwards only the parameter array and the initial state
+change (:meth:`Simulation.set`, :meth:`Simulation.reset`).  Live parameters
+an earlier job (another study on the same cluster) changed and this job
+does not set go back to the graph file's values first.
+
+Runs go either one by one through :meth:`Simulation.run` or together through
+:class:`hapflow.batch.Batch`; both give bit-identical recordings.  Graphs
+with Python-side sinks (sound, MIDI) always run one by one, so the sinks
+are drained.  With
+``batch: auto`` the first job of a structure times one single run against a
+small batch (simulation only, metrics excluded) and the faster path is kept
+for that structure in this process.
+
+Every run is wrapped: an exception becomes a ``failed`` record carrying its
+type and message, and the job goes on.
+"""
+from __future__ import annotations
+
+import hashlib
+import time as _time
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import yaml
+
+from ..batch import Batch
+from ..errors import HapflowError, SimulationError
+from ..simulation import RunResult, Simulation
+from .metrics import RunData, compute_all
+
+CACHE_SIZE = 8
+"""Compiled structures kept per process."""
+BATCH_BYTES = 256 * 2**20
+"""Recorded samples a batch may hold in memory, bytes."""
+BATCH_RUNS = 256
+"""Most runs in one batch."""
+CALIBRATION_RUNS = 4
+"""Runs in the timing batch of ``batch: auto``."""
+
+
+@dataclass
+class Job:
+    """Runs sharing one structure, with everything a worker needs (plain data).
+
+    Attributes
+    ----------
+    graph_text, graph_file : str
+        The base graph file's text and path (for error messages).
+    structural : dict
+        Structural ``block.param`` values of these runs.
+    runs : list of (int, dict, int)
+        Run index, live parameters (``block.param``; the seed is separate), seed.
+    duration : float
+        Simulated seconds per run.
+    metrics : dict
+        Normalised metric specs (:func:`hapflow.study.metrics.check_metric`).
+    batch : {'auto', 'on', 'off'}
+        Batched path selection.
+    parallel : bool
+        Let a batch use numba's threads (False in Dask workers: the processes
+        are the parallelism).
+    """
+
+    graph_text: str
+    graph_file: str
+    structural: dict[str, Any]
+    runs: list[tuple[int, dict[str, Any], int]]
+    duration: float
+    metrics: dict[str, dict[str, Any]]
+    batch: str = "auto"
+    parallel: bool = True
+
+    @property
+    def structure(self) -> str:
+        """Key of the compiled structure."""
+        h = hashlib.sha256(self.graph_text.encode())
+        h.update(repr(sorted(self.structural.items())).encode())
+        return h.hexdigest()[:16]
+
+
+@dataclass
+class _Entry:
+    sim: Simulation
+    batches: dict[bool, Batch] = field(default_factory=dict)
+    path: str | None = None           # 'single' or 'batch' once chosen (batch: auto)
+    base: dict[str, Any] = field(default_factory=dict)    # live values as built
+    changed: set[str] = field(default_factory=set)        # live keys set by earlier jobs
+
+    def __post_init__(self) -> None:
+        for name, node in self.sim.graph.nodes.items():
+            for param, spec in node.block.params.items():
+                if spec.live:
+                    self.base[f"{name}.{param}"] = node.block.values[param]
+
+    def prepare(self, keys: set[str]) -> None:
+        """Restore the live parameters earlier jobs changed and this job does not set."""
+        for key in sorted(self.changed - keys):
+            self.sim.set(key, self.base[key])
+        self.changed = set(keys)
+
+    def batch(self, parallel: bool) -> Batch:
+        if parallel not in self.batches:
+            self.batches[parallel] = Batch(self.sim, parallel)
+        return self.batches[parallel]
+
+
+_CACHE: "OrderedDict[str, _Entry]" = OrderedDict()
+
+
+def build_graph(graph_text: str, graph_file: str, structural: dict[str, Any]):
+    """The base graph with structural parameters replaced (rebuilt from its YAML)."""
+    from ..yamlio import loads, to_dict
+    graph = loads(graph_text, graph_file)
+    if not structural:
+        return graph
+    data = to_dict(graph)
+    for key, value in structural.items():
+        block, _, param = key.partition(".")
+        data["blocks"][block][param] = value
+    return loads(yaml.safe_dump(data, sort_keys=False), graph_file)
+
+
+def _entry(job: Job) -> _Entry:
+    key = job.structure
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    entry = _Entry(Simulation(build_graph(job.graph_text, job.graph_file, job.structural)))
+    _CACHE[key] = entry
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return entry
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, HapflowError):
+        return f"{type(exc).__name__}: {exc}"
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
+def _record(index: int, status: str, wall: float, path: str, metrics: dict | None = None,
+            error: str | None = None, ticks: int = 0) -> dict[str, Any]:
+    return {"run": index, "status": status, "error": error, "metrics": metrics or {},
+            "sim_wall": wall, "path": path, "ticks": ticks}
+
+
+def _finish(entry: _Entry, job: Job, index: int, params: dict, seed: int,
+            result: RunResult | BaseException, path: str, sim_params: dict) -> dict[str, Any]:
+    """Metrics of one simulated run (or its failure record)."""
+    if isinstance(result, BaseException):
+        return _record(index, "failed", 0.0, path, error=_error_text(result))
+
+    def graph_at() -> Any:                  # the graph at this run's values, when asked for
+        for key, value in sim_params.items():
+            entry.sim.set(key, value)
+        return entry.sim.graph
+
+    try:
+        run = RunData(index, params, seed, result.time, result.signals, result.rate,
+                      result.events, result.event_overflows, graph_at)
+        metrics = compute_all(job.metrics, run)
+    except Exception as exc:  # noqa: BLE001 - a failed metric fails this run only
+        return _record(index, "failed", result.wall, path, error=_error_text(exc),
+                       ticks=result.ticks)
+    return _record(index, "ok", result.wall, path, metrics, ticks=result.ticks)
+
+
+def _single(entry: _Entry, live: dict[str, Any], seed: int, duration: float) -> RunResult:
+    sim = entry.sim
+    start = _time.perf_counter()
+    for key, value in live.items():
+        sim.set(key, value)
+    sim.reset(seed)
+    result = sim.run(duration, progress=False)
+    result.wall = _time.perf_counter() - start
+    return result
+
+
+class _Out:
+    """Records of a job, handed to ``emit`` as they are made (for the resume log)."""
+
+    def __init__(self, emit: Callable[[list[dict[str, Any]]], None] | None):
+        self.records: list[dict[str, Any]] = []
+        self.emit = emit
+
+    def add(self, records: list[dict[str, Any]]) -> None:
+        self.records += records
+        if self.emit is not None and records:
+            self.emit(records)
+
+
+def _run_single(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
+    for index, live, seed in runs:
+        try:
+            result: RunResult | BaseException = _single(entry, live, seed, job.duration)
+        except Exception as exc:  # noqa: BLE001 - recorded, the study goes on
+            result = exc
+        out.add([_finish(entry, job, index, {**job.structural, **live}, seed, result,
+                         "single", live)])
+
+
+def _run_batched(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
+    batch = entry.batch(job.parallel)
+    size = max(1, min(BATCH_RUNS, BATCH_BYTES // max(1, batch.log_bytes(job.duration))))
+    for k in range(0, len(runs), size):
+        part = runs[k:k + size]
+        try:
+            results: list = batch.run([live for _, live, _ in part], [s for _, _, s in part],
+                                      job.duration)
+        except Exception as exc:  # noqa: BLE001
+            results = [exc] * len(part)
+        records = []
+        for run, result in zip(part, results):
+            if isinstance(result, SimulationError):
+                # the single path says when the state went non-finite: same text either way
+                single = _Out(None)
+                _run_single(entry, job, [run], single)
+                records += single.records
+                continue
+            index, live, seed = run
+            records.append(_finish(entry, job, index, {**job.structural, **live}, seed, result,
+                                   "batch", live))
+        out.add(records)
+
+
+def _calibrate(entry: _Entry, job: Job, runs: list, out: _Out) -> list:
+    """Time one single run against a small batch and keep the faster path; returns the rest."""
+    first, trial, rest = runs[:1], runs[1:1 + CALIBRATION_RUNS], runs[1 + CALIBRATION_RUNS:]
+    mark = len(out.records)
+    _run_single(entry, job, first, out)
+    _run_batched(entry, job, trial, out)
+    done = out.records[mark:]
+    t_batch = [r["sim_wall"] for r in done[1:] if r["status"] == "ok" and r["path"] == "batch"]
+    if done[0]["status"] == "ok" and t_batch:
+        entry.path = "batch" if min(t_batch) < done[0]["sim_wall"] else "single"
+    return rest
+
+
+def execute(job: Job, emit: Callable[[list[dict[str, Any]]], None] | None = None
+            ) -> list[dict[str, Any]]:
+    """Run every run of ``job``; one record per run, failures included.
+
+    Each record: ``run`` (index), ``status`` ('ok' or 'failed'), ``error``
+    (text or None), ``metrics`` (column -> value), ``sim_wall`` (s of
+    simulation and its set-up, metrics excluded), ``path`` ('single' or
+    'batch'), ``ticks``.  ``emit``, if given, receives the records as they
+    are made (run by run, or batch by batch).  Only ``KeyboardInterrupt``
+    and the like escape; every ``Exception`` becomes a failed record.
+    """
+    out = _Out(emit)
+    try:
+        entry = _entry(job)
+    except Exception as exc:  # noqa: BLE001 - e.g. an invalid structural value
+        text = _error_text(exc)
+        out.add([_record(i, "failed", 0.0, "single", error=text) for i, _, _ in job.runs])
+        return out.records
+    runs = list(job.runs)
+    entry.prepare({key for _, live, _ in runs for key in live})
+    sinks = getattr(entry.sim, "sinks", None)       # Python-side sinks drain between chunks
+    if job.batch == "auto" and entry.path is None and len(runs) > CALIBRATION_RUNS and not sinks:
+        runs = _calibrate(entry, job, runs, out)
+    use_batch = job.batch == "on" or (job.batch == "auto" and entry.path == "batch")
+    if use_batch and len(runs) > 1 and not sinks:
+        _run_batched(entry, job, runs, out)
+    else:
+        _run_single(entry, job, runs, out)
+    return out.records

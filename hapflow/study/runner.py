@@ -1,0 +1,221 @@
+"""Run a study: expand the design, skip finished runs, spread jobs over Dask, collect results.
+
+``workers=0`` runs every job in this process (batches use numba's threads);
+otherwise the jobs go to Dask distributed: a ``LocalCluster`` of ``workers``
+single-threaded processes (default: one per core), or an existing cluster
+when ``scheduler`` gives its address (``tcp://host:8786``).  Runs are grouped
+by their structural parameters, then cut into jobs of at most
+:data:`MAX_JOB` runs (about four jobs per worker), so each worker compiles a
+structure once and the progress bar and the resume log advance job by job.
+Results are appended to the log as jobs end; the table is written at the
+end and on Ctrl-C.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time as _time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .designs import design
+from .execute import Job, execute
+from .spec import SEED, Study
+from .store import RunSpec, Store, run_key
+
+MAX_JOB = 64
+"""Most runs per job."""
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_study` produced.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per run (see :meth:`hapflow.study.store.Store.table`).
+    out : Path
+        Output folder.
+    executed, skipped, failed : int
+        Runs run now, runs found finished in the log, failed runs in the table.
+    wall : float
+        Wall time of this call, s (cluster start-up included).
+    files : dict of str -> Path
+        ``table``, ``log`` and the plots.
+    """
+
+    table: Any
+    out: Path
+    executed: int
+    skipped: int
+    failed: int
+    wall: float
+    workers: int
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """A few lines for the terminal."""
+        n = len(self.table)
+        ok = int((self.table["status"] == "ok").sum()) if n else 0
+        rate = self.executed / self.wall if self.wall > 0 else math.inf
+        where = "in this process" if self.workers == 0 else f"on {self.workers} Dask workers"
+        lines = [f"{n} runs: {ok} ok, {self.failed} failed; {self.executed} run now {where} "
+                 f"({rate:.1f} runs/s, {self.wall:.1f} s wall), {self.skipped} already finished",
+                 f"results -> {self.files['table']}"]
+        if self.failed:
+            first = self.table[self.table["status"] == "failed"].iloc[0]
+            lines.insert(1, f"first failure: run {first['run']}: {first['error']}")
+        lines += [f"plot -> {p}" for k, p in self.files.items() if k not in ("table", "log")]
+        return "\n".join(lines)
+
+
+def expand(study: Study) -> list[RunSpec]:
+    """The runs of the study's design, with seeds and keys."""
+    rows = design(study.design, study.parameters, study.samples, study.seed)
+    base_seed = study.seed if study.seed is not None else study.graph.seed
+    out = []
+    for i, params in enumerate(rows):
+        seed = int(params[SEED]) if SEED in params else int(base_seed)
+        out.append(RunSpec(i, params, seed, run_key(study.fingerprint, params, seed)))
+    return out
+
+
+def jobs(study: Study, runs: list[RunSpec], workers: int, parallel: bool) -> list[Job]:
+    """Group runs by structure and cut the groups into jobs."""
+    structural = {p.key for p in study.parameters if not p.live}
+    structural.update(k for k in study.fixed if not study.is_live(k))
+    groups: dict[tuple, list[RunSpec]] = {}
+    for spec in runs:
+        params = {**study.fixed, **spec.params}
+        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k in structural))
+        groups.setdefault(key, []).append(spec)
+    size = max(1, min(MAX_JOB, math.ceil(len(runs) / (4 * max(1, workers)))))
+    out = []
+    for specs in groups.values():
+        fixed = {k: v for k, v in {**study.fixed, **specs[0].params}.items() if k in structural}
+        for k in range(0, len(specs), size):
+            part = [(s.index, {key: v for key, v in {**study.fixed, **s.params}.items()
+                               if key not in structural and key != SEED}, s.seed)
+                    for s in specs[k:k + size]]
+            out.append(Job(study.graph_text, str(study.graph_path), fixed, part, study.duration,
+                           study.metrics, study.batch, parallel))
+    return out
+
+
+def _progress(total: int, show: bool | None) -> Any:
+    if show is None:
+        show = sys.stderr.isatty()
+    from tqdm import tqdm
+    return tqdm(total=total, unit=" runs", file=sys.stderr, disable=not show, desc="study")
+
+
+def _failed_job(job: Job, exc: BaseException) -> list[dict[str, Any]]:
+    text = f"{type(exc).__name__}: {exc} (the worker running this job failed)"
+    return [{"run": i, "status": "failed", "error": text, "metrics": {}, "sim_wall": 0.0,
+             "path": None, "ticks": 0} for i, _, _ in job.runs]
+
+
+def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None]) -> None:
+    for job in todo:
+        execute(job, emit)
+
+
+def _dask(todo: list[Job], client: Any, emit: Callable[[list[dict[str, Any]]], None]) -> None:
+    from distributed import as_completed
+    futures = {client.submit(execute, job, pure=False): job for job in todo}
+    try:
+        for future in as_completed(futures):
+            try:
+                records = future.result()
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails its job's runs only
+                records = _failed_job(futures[future], exc)
+            emit(records)
+    finally:
+        for future in futures:
+            future.cancel()
+
+
+def _client(workers: int, scheduler: str | None) -> tuple[Any, Any, int]:
+    from distributed import Client, LocalCluster
+    if scheduler:
+        client = Client(scheduler)
+        return client, None, len(client.scheduler_info().get("workers", {})) or 1
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    return Client(cluster), cluster, workers
+
+
+def run_study(study: Study, out: str | Path, workers: int | None = None,
+              scheduler: str | None = None, progress: bool | None = None,
+              retry_failed: bool = False, plots: bool = True) -> StudyResult:
+    """Run every unfinished run of ``study``; write the log, the table and the plots.
+
+    Parameters
+    ----------
+    study : Study
+        The parsed study file.
+    out : path
+        Output folder (an existing one is resumed).
+    workers : int, optional
+        Dask worker processes of a LocalCluster (default: the number of
+        cores); 0 runs in this process.
+    scheduler : str, optional
+        Address of a running Dask scheduler (then ``workers`` is ignored).
+    progress : bool, optional
+        Progress bar over runs (default: when stderr is a terminal).
+    retry_failed : bool
+        Run again the runs that failed before.
+    plots : bool
+        Write the plots (see :mod:`hapflow.study.plots`).
+
+    Returns
+    -------
+    StudyResult
+    """
+    start = _time.perf_counter()
+    store = Store(out, study.text)
+    runs = expand(study)
+    records = store.finished(retry_failed)
+    pending = [s for s in runs if s.key not in records]
+    by_index = {s.index: s for s in pending}
+    if workers is None:
+        workers = os.cpu_count() or 1
+    client = cluster = None
+    n_workers = 0
+    if pending and (scheduler or workers > 0):
+        client, cluster, n_workers = _client(workers, scheduler)
+    todo = jobs(study, pending, n_workers, parallel=client is None)
+    bar = _progress(len(pending), progress)
+
+    def emit(done: list[dict[str, Any]]) -> None:
+        for record in done:
+            spec = by_index[record["run"]]
+            record.update(key=spec.key, params=spec.params, seed=spec.seed)
+            records[spec.key] = record
+        store.append(done)
+        bar.update(len(done))
+
+    try:
+        if client is not None:
+            _dask(todo, client, emit)
+        else:
+            _local(todo, emit)
+    finally:
+        bar.close()
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        table = store.table(runs, records)
+        store.write_table(table)
+    files = {"table": store.table_path, "log": store.log_path}
+    if plots:
+        from .plots import plot_study
+        files.update(plot_study(study, table, store.out))
+    failed = int((table["status"] == "failed").sum())
+    return StudyResult(table, store.out, len(pending), len(runs) - len(pending), failed,
+                       _time.perf_counter() - start, n_workers, files)
