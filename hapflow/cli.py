@@ -1,8 +1,10 @@
-"""The ``hapflow`` command line: run, check, blocks, identify, verify.
+"""The ``hapflow`` command line: run, check, blocks, identify, verify, hil, report, study.
 
 Errors print one message without a traceback and exit non-zero (2 for a bad
-graph or argument, 1 for a failed run, 130 for Ctrl-C); a run that stops
-early keeps every chunk already recorded.
+graph or argument, 1 for a failed run or a safety stop, 130 for Ctrl-C, 143
+for SIGTERM in real time); a run that stops early keeps every chunk already
+recorded.  ``run --mode hil`` runs the graph in real time against a DAQ card
+(see :mod:`hapflow.hil.commands`).
 """
 from __future__ import annotations
 
@@ -31,10 +33,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .yamlio import load
     graph = load(args.graph)
     settings = _settings(args.set)
+    out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
+    if args.mode == "hil":
+        from .hil.commands import run_hil
+        status = run_hil(args, graph, settings, out)
+        if status == 0 and args.plot:
+            _plot(out, args.plot)
+        return status
+    for option in ("daq", "grpc", "fifo", "cpu", "max_overruns", "max_lateness"):
+        if getattr(args, option) is not None:
+            raise GraphError(f"--{option.replace('_', '-')} applies to --mode hil")
+    if args.fault or args.mlock:
+        raise GraphError(f"--{'fault' if args.fault else 'mlock'} applies to --mode hil")
     sim = Simulation(graph, interpret=args.interpret, chunk=args.chunk)
     for key, value in settings.items():
         sim.set(key, value)
-    out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
     try:
         result = sim.run(args.duration, out=out, progress=None if args.progress else False)
     except KeyboardInterrupt:
@@ -46,11 +59,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     print(result.summary())
     if args.plot:
-        from .plotting import plot_recording
-        from .recorder import load as load_recording
-        plot_recording(load_recording(out), args.plot)
-        print(f"plot -> {args.plot}")
+        _plot(out, args.plot)
     return 0
+
+
+def _plot(recording: Path, png: str) -> None:
+    from .plotting import plot_recording
+    from .recorder import load as load_recording
+    plot_recording(load_recording(recording), png)
+    print(f"plot -> {png}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -122,6 +139,8 @@ def parser() -> argparse.ArgumentParser:
                      help="run the generated code as plain Python (slow reference)")
     run.add_argument("--no-progress", dest="progress", action="store_false",
                      help="no progress bar")
+    from .hil.commands import add_run_options, register as register_hil
+    add_run_options(run)  # --mode hil, --daq, --grpc ...
     run.set_defaults(func=cmd_run)
     check = sub.add_parser("check", help="validate a graph; print execution order and layout")
     check.add_argument("graph", help="YAML graph file")
@@ -132,6 +151,9 @@ def parser() -> argparse.ArgumentParser:
     blocks.set_defaults(func=cmd_blocks)
     from .ident.commands import register as register_ident
     register_ident(sub)  # identify, verify
+    register_hil(sub)  # hil check, hil serve, report
+    from .study.commands import register as register_study
+    register_study(sub)  # study
     return p
 
 

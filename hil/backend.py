@@ -1,0 +1,144 @@
+"""The DAQ backend contract: channels in raw card units, one hardware-timed sample per tick.
+
+A backend is one DAQ card sampled at ``rate`` Hz in hardware-timed single
+point mode.  It deals only in raw card values (volts, counts, line states);
+scaling to SI units is the binding layer's job (:mod:`hapflow.hil.bindings`).
+Arrays passed to :meth:`Backend.read` and :meth:`Backend.write` are
+preallocated by the runner and filled in channel order: analog inputs, then
+encoder counters (read); analog outputs, then digital lines (write).
+
+Implementations: :class:`hapflow.hil.simdaq.SimDaq` (the simulated rig paced
+by a monotonic clock) and ``hapflow.hil.nidaq.NidaqBackend`` (NI-DAQmx).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from hapflow.errors import HapflowError
+
+KINDS = ("ai", "ao", "ci_encoder", "do")
+"""Channel kinds: analog input, analog output, quadrature encoder counter, digital output."""
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One bound DAQ channel.
+
+    Attributes
+    ----------
+    port : str
+        ``"block.port"`` in the graph, e.g. ``"head.force"`` (``"motor.enable"``
+        for an amplifier-enable line).
+    kind : {'ai', 'ao', 'ci_encoder', 'do'}
+        Channel kind.
+    physical : str
+        Physical channel, e.g. ``"Dev1/ai0"``, ``"Dev1/ao0"``, ``"Dev1/ctr0"``,
+        ``"Dev1/port0/line0"``.
+    scale : float
+        SI units per volt (ai/ao) or metres per count (ci_encoder, X4 decoding);
+        1 for do.
+    offset : float
+        SI value at 0 V / 0 counts.
+    low, high : float
+        Card range in volts (ai/ao); ignored for ci/do.
+    unit : str
+        SI unit of the bound port.
+    """
+
+    port: str
+    kind: str
+    physical: str
+    scale: float
+    offset: float
+    low: float
+    high: float
+    unit: str
+
+    @property
+    def device(self) -> str:
+        """The device part of the physical channel (``"Dev1"``)."""
+        return self.physical.split("/", 1)[0]
+
+
+class DaqError(HapflowError):
+    """A DAQ failure (missing device or driver, bad channel, I/O error).
+
+    Parameters
+    ----------
+    message : str
+        What went wrong and what to do.
+    channel : str, optional
+        The physical channel or port concerned; prefixed to the message.
+    """
+
+    def __init__(self, message: str, channel: str | None = None):
+        self.channel = channel
+        super().__init__(f"{channel}: {message}" if channel else message)
+
+
+def by_kind(channels: Sequence[Channel], kind: str) -> list[Channel]:
+    """The channels of one kind, in the given order (the order of the runtime arrays)."""
+    if kind not in KINDS:
+        raise ValueError(f"channel kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    return [c for c in channels if c.kind == kind]
+
+
+class Backend(abc.ABC):
+    """One DAQ card, hardware-timed single point at ``rate`` Hz.
+
+    The runner calls ``open``, ``start``, then per tick ``wait``, ``read``,
+    ``write``; ``safe_state`` whenever it stops (also on errors), then
+    ``close``.  Every method may raise :class:`DaqError`.
+    """
+
+    paced: bool = True
+    """False for a backend that runs as fast as possible on a virtual clock
+    (the runner then measures no lateness; only samples the card reports late
+    count as overruns)."""
+
+    @abc.abstractmethod
+    def open(self, channels: Sequence[Channel], rate: float) -> None:
+        """Create the tasks and channels and configure the timing.
+
+        Raises
+        ------
+        DaqError
+            Naming the channel, when a device, channel or the driver is missing.
+        """
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start the sample clock (outputs at 0 V, digital lines False)."""
+
+    @abc.abstractmethod
+    def wait(self) -> bool:
+        """Block until the next sample clock; return True if this sample was late."""
+
+    @abc.abstractmethod
+    def read(self, ai_volts: np.ndarray, counts: np.ndarray) -> None:
+        """Fill ``ai_volts`` (V) and ``counts`` (int64) with this sample, in channel order."""
+
+    @abc.abstractmethod
+    def write(self, ao_volts: np.ndarray, do_states: np.ndarray) -> None:
+        """Write the analog outputs (V) and digital lines (bool), in channel order."""
+
+    @abc.abstractmethod
+    def safe_state(self) -> None:
+        """Drive every analog output to 0 V and every digital line False, immediately."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop and release the tasks (safe to call twice)."""
+
+    def edge_time(self) -> int | None:
+        """Monotonic time (ns) of the sample clock edge whose samples :meth:`read` returns.
+
+        Optional: a backend that knows it (the simulated card) returns it, so the
+        runner measures lateness and skipped edges against the edges; the
+        default ``None`` makes the runner use its wake-up times.
+        """
+        return None

@@ -1,0 +1,393 @@
+"""The graph file's ``hardware:`` section: bind block ports to DAQ channels.
+
+Each key of ``hardware:`` names a block that is real in HIL mode (its
+simulated twin runs in ``--mode sim`` and in the simulated rig).  Its value
+binds the block's ports to channels, with scaling, card range and optional
+safety limits::
+
+    hardware:
+      motor: {channel: Dev1/ao0, newtons_per_volt: 6.0, limit: 50,    # short form:
+              enable: Dev1/port0/line0}                                # the one port that
+      enc:   {channel: Dev1/ctr0, meters_per_count: 5.0e-6,            # faces the controller
+              limit: [-0.03, 0.03], velocity_limit: 0.5}
+      head:                                                            # per-port form
+        force: {channel: Dev1/ai0, newtons_per_volt: 10.0}
+        accel: {channel: Dev1/ai1, scale: 30.0, range: [-10, 10]}
+
+Channel keys:
+
+``channel``
+    Physical channel; the kind follows from it and from the port's direction:
+    an **input** of the block (a command the controller drives) binds to an
+    analog output ``DevN/aoK``; an **output** (a measurement) to an analog
+    input ``DevN/aiK`` or a quadrature encoder counter ``DevN/ctrK``.
+``scale`` or a unit-named alias
+    SI units per volt (``newtons_per_volt`` for N, ``meters_per_volt`` for m,
+    ``meters_per_second_per_volt``, ``meters_per_second2_per_volt``) or metres
+    per count for an encoder (``meters_per_count``, X4 decoding).  The alias
+    must match the port's unit.
+``offset``
+    SI value at 0 V / 0 counts (default 0).
+``range``
+    Card range ``[low, high]`` in V (default ``[-10, 10]``, within +-10 V).
+    Analog outputs are clipped to it.
+``decoding``
+    Encoder decoding; only ``X4`` (the default) is supported.
+``port``
+    Short form only: which port, when more than one faces the controller.
+``limit``
+    Safety limit in the port's SI unit: ``L`` (= ``[-L, L]``) or ``[lo, hi]``.
+    On a command (force limit) or a measurement (stroke limit).
+``velocity_limit``
+    On a position port (m): limit of the encoder velocity in m/s.
+``ramp``
+    On a command: time in s to ramp it to zero after a limit trip (default
+    0.01 s; 0 = at once).
+
+Block key ``enable``: a digital output line (``DevN/portP/lineL``) that enables
+the block's amplifier: True while running, False in the safe state.
+
+Errors name the file and line, the block and port, and what is valid.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from hapflow.errors import GraphError, Where, suggest, valid_list
+from hapflow.graph import Graph
+from hapflow.units import UnitError, dimension
+
+from .backend import Channel
+
+PHYSICAL = {"ai": re.compile(r"^[A-Za-z][\w-]*/ai\d+$"),
+            "ao": re.compile(r"^[A-Za-z][\w-]*/ao\d+$"),
+            "ci_encoder": re.compile(r"^[A-Za-z][\w-]*/ctr\d+$"),
+            "do": re.compile(r"^[A-Za-z][\w-]*/port\d+/line\d+$")}
+EXAMPLE = {"ai": "Dev1/ai0", "ao": "Dev1/ao0", "ci_encoder": "Dev1/ctr0", "do": "Dev1/port0/line0"}
+SCALE_KEYS = {"scale": None, "newtons_per_volt": "N", "meters_per_volt": "m",
+              "meters_per_second_per_volt": "m/s", "meters_per_second2_per_volt": "m/s^2",
+              "meters_per_count": "m"}
+CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "port", "limit",
+                "velocity_limit", "ramp")
+BLOCK_KEYS = ("enable",)
+CARD_VOLTS = 10.0
+DEFAULT_RAMP = 0.01
+
+
+@dataclass
+class Bindings:
+    """The parsed ``hardware:`` section.
+
+    Attributes
+    ----------
+    channels : list of Channel
+        Bound channels: analog inputs, encoders, analog outputs, digital lines.
+    limits : dict
+        ``"block.port"`` -> (lo, hi) safety limit in SI units.
+    velocity_limits : dict
+        ``"block.port"`` (a position) -> velocity limit in m/s.
+    ramps : dict
+        ``"block.port"`` (a command) -> ramp-to-zero time in s after a limit trip.
+    where : dict
+        ``"block.port"`` -> file and line of its binding.
+    """
+
+    channels: list[Channel] = field(default_factory=list)
+    limits: dict[str, tuple[float, float]] = field(default_factory=dict)
+    velocity_limits: dict[str, float] = field(default_factory=dict)
+    ramps: dict[str, float] = field(default_factory=dict)
+    where: dict[str, Where] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> list[Channel]:
+        """Channels of one kind, in order."""
+        return [c for c in self.channels if c.kind == kind]
+
+
+class _Lines:
+    """Line numbers of the ``hardware:`` section, re-read from the graph's source text."""
+
+    def __init__(self, graph: Graph):
+        self.file = graph.where.file
+        self.root: dict[str, Any] = {}
+        text = getattr(graph, "source_text", None)
+        if text:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            hw = self._child(node, "hardware")
+            self.hardware = hw
+        else:
+            self.hardware = None
+
+    @staticmethod
+    def _child(node: Any, key: str) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if getattr(k, "value", None) == key:
+                    return k, v
+        return None
+
+    def at(self, *path: str) -> Where:
+        """Where ``hardware.<path...>`` is written (the file alone if unknown)."""
+        node = self.hardware
+        line = node[0].start_mark.line + 1 if node else None
+        for key in path:
+            if node is None:
+                break
+            node = self._child(node[1], key)
+            if node is not None:
+                line = node[0].start_mark.line + 1
+        return Where(self.file, line)
+
+
+def bind(graph: Graph) -> Bindings:
+    """Parse and validate ``graph.hardware``.
+
+    Raises
+    ------
+    GraphError
+        Naming the file and line, the block and port, and what is valid.
+    """
+    lines = _Lines(graph)
+    out = Bindings()
+    if not graph.hardware:
+        raise GraphError("the graph has no 'hardware:' section, so nothing can run on a DAQ "
+                         "card; bind the hardware blocks' ports, e.g. 'hardware: motor: "
+                         "{channel: Dev1/ao0, newtons_per_volt: 6.0}'", graph.where)
+    for block, entry in graph.hardware.items():
+        _block(graph, block, entry, lines, out)
+    seen: dict[str, str] = {}
+    for c in out.channels:
+        if c.physical in seen:
+            raise GraphError(f"channel {c.physical} is bound twice: to {seen[c.physical]} and to "
+                             f"{c.port}", out.where[c.port], block=c.port.split(".")[0],
+                             port=c.port.split(".")[1])
+        seen[c.physical] = c.port
+    order = {"ai": 0, "ci_encoder": 1, "ao": 2, "do": 3}
+    out.channels.sort(key=lambda c: order[c.kind])
+    check_consistency(graph, out)
+    return out
+
+
+def _block(graph: Graph, block: str, entry: Any, lines: _Lines, out: Bindings) -> None:
+    where = lines.at(block)
+    b = graph.nodes[block].block
+    if isinstance(entry, str):
+        entry = {"channel": entry}
+    if not isinstance(entry, dict):
+        raise GraphError(f"hardware binding of {block!r} must be a mapping, e.g. "
+                         f"{{channel: Dev1/ao0, newtons_per_volt: 6.0}} or per port "
+                         f"{{port: {{channel: ...}}}}; got {entry!r}", where, block=block)
+    entry = dict(entry)
+    enable = entry.pop("enable", None)
+    if "channel" in entry:
+        port = entry.pop("port", None) or _facing_port(graph, block, entry, where)
+        if port not in b.inputs and port not in b.outputs:
+            raise GraphError(f"hardware {block!r}: block {block!r} ({type(b).__name__}) has no "
+                             f"port {port!r}{suggest(port, [*b.inputs, *b.outputs])} Ports: "
+                             f"{valid_list([*b.inputs, *b.outputs])}", lines.at(block, "port"),
+                             block=block, port=port)
+        _channel(graph, block, port, entry, lines.at(block), out)
+    else:
+        ports = list(dict.fromkeys([*b.inputs, *b.outputs]))
+        for port, spec in entry.items():
+            if port not in ports:
+                raise GraphError(f"hardware {block!r}: {port!r} is neither a port of {block!r} "
+                                 f"({type(b).__name__}) nor a binding key"
+                                 f"{suggest(port, [*ports, *CHANNEL_KEYS, *BLOCK_KEYS])} Ports: "
+                                 f"{valid_list(ports)}; short-form keys: "
+                                 f"{', '.join(CHANNEL_KEYS)}; block keys: enable",
+                                 lines.at(block, port), block=block, port=port)
+            if isinstance(spec, str):
+                spec = {"channel": spec}
+            if not isinstance(spec, dict):
+                raise GraphError(f"hardware {block}.{port} must be a mapping such as "
+                                 f"{{channel: Dev1/ai0, scale: 10.0}}, got {spec!r}",
+                                 lines.at(block, port), block=block, port=port)
+            _channel(graph, block, port, dict(spec), lines.at(block, port), out)
+    if enable is not None:
+        _enable(block, enable, lines.at(block, "enable"), out)
+
+
+def _facing_port(graph: Graph, block: str, spec: dict, where: Where) -> str:
+    """The port the short form binds: by the channel's direction, then the scale's unit."""
+    b = graph.nodes[block].block
+    physical = spec.get("channel")
+    is_output = isinstance(physical, str) and bool(PHYSICAL["ao"].match(physical))
+    ports = b.inputs if is_output else b.outputs
+    found = [p for p, s in ports.items() if s.shape == (1,) and s.dtype == "f8"]
+    alias = next((SCALE_KEYS[k] for k in SCALE_KEYS if k in spec and SCALE_KEYS[k]), None)
+    if len(found) > 1 and alias:
+        found = [p for p in found if ports[p].unit and _dim(ports[p].unit) == _dim(alias)]
+    if len(found) != 1:
+        side = "inputs (commands)" if is_output else "outputs (measurements)"
+        raise GraphError(f"hardware {block!r}: the short form binds the one scalar float port "
+                         f"that matches the channel, but {block!r} ({type(b).__name__}) has "
+                         f"{len(found) or 'no'} such {side}"
+                         + (f" ({', '.join(found)})" if found else "")
+                         + f"; add 'port: NAME' or bind per port "
+                         f"({valid_list([*b.inputs, *b.outputs])})", where, block=block)
+    return found[0]
+
+
+def _number(value: Any, what: str, where: Where, block: str, port: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise GraphError(f"hardware {block}.{port}: {what} must be a finite number, got "
+                         f"{value!r}", where, block=block, port=port)
+    return float(value)
+
+
+def _pair(value: Any, what: str, where: Where, block: str, port: str,
+          symmetric: bool) -> tuple[float, float]:
+    if symmetric and not isinstance(value, (list, tuple)):
+        v = abs(_number(value, what, where, block, port))
+        return -v, v
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise GraphError(f"hardware {block}.{port}: {what} must be [low, high]"
+                         + (" or a number L for [-L, L]" if symmetric else "")
+                         + f", got {value!r}", where, block=block, port=port)
+    lo, hi = (_number(v, what, where, block, port) for v in value)
+    if not lo < hi:
+        raise GraphError(f"hardware {block}.{port}: {what} [{lo:g}, {hi:g}] must have low < high",
+                         where, block=block, port=port)
+    return lo, hi
+
+
+def _kind(physical: Any, direction: str, block: str, port: str, where: Where) -> str:
+    kinds = ("ao",) if direction == "in" else ("ai", "ci_encoder")
+    if not isinstance(physical, str):
+        raise GraphError(f"hardware {block}.{port}: channel must be a string such as "
+                         f"{EXAMPLE[kinds[0]]}, got {physical!r}", where, block=block, port=port)
+    for kind, pattern in PHYSICAL.items():
+        if pattern.match(physical):
+            if kind not in kinds:
+                role = ("an input of the block (a command the controller drives): bind it to an "
+                        "analog output such as Dev1/ao0" if direction == "in" else
+                        "an output of the block (a measurement): bind it to an analog input "
+                        "such as Dev1/ai0 or an encoder counter such as Dev1/ctr0")
+                raise GraphError(f"hardware {block}.{port}: {physical} is a {kind} channel, but "
+                                 f"{block}.{port} is {role}", where, block=block, port=port)
+            return kind
+    raise GraphError(f"hardware {block}.{port}: {physical!r} is not a physical channel; write "
+                     f"DEVICE/aiN, DEVICE/aoN, DEVICE/ctrN or DEVICE/portP/lineL, e.g. "
+                     f"{EXAMPLE[kinds[0]]}", where, block=block, port=port)
+
+
+def _scale(spec: dict, kind: str, unit: str | None, block: str, port: str,
+           where: Where) -> float:
+    given = [k for k in SCALE_KEYS if k in spec]
+    per = "metres per count (meters_per_count)" if kind == "ci_encoder" else "SI units per volt"
+    if len(given) != 1:
+        raise GraphError(f"hardware {block}.{port}: give exactly one scale ({per}): scale or "
+                         f"{', '.join(k for k in SCALE_KEYS if k != 'scale')}"
+                         + (f"; got {', '.join(given)}" if given else ""), where,
+                         block=block, port=port)
+    key = given[0]
+    value = _number(spec[key], key, where, block, port)
+    if value == 0.0:
+        raise GraphError(f"hardware {block}.{port}: {key} must not be 0", where,
+                         block=block, port=port)
+    if (key == "meters_per_count") != (kind == "ci_encoder") and key != "scale":
+        raise GraphError(f"hardware {block}.{port}: {key} does not apply to a {kind} channel; "
+                         f"give {per}", where, block=block, port=port)
+    alias_unit = SCALE_KEYS[key]
+    if alias_unit and unit is not None and _dim(unit) != _dim(alias_unit):
+        raise GraphError(f"hardware {block}.{port}: {key} is for ports in {alias_unit}, but "
+                         f"{block}.{port} is in {unit!r}; use 'scale' ({unit} per "
+                         f"{'count' if kind == 'ci_encoder' else 'volt'})", where,
+                         block=block, port=port)
+    return value
+
+
+def _dim(unit: str) -> tuple[int, ...]:
+    try:
+        return dimension(unit)
+    except UnitError:
+        return ()
+
+
+def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
+             out: Bindings) -> None:
+    b = graph.nodes[block].block
+    unknown = [k for k in spec if k not in CHANNEL_KEYS]
+    if unknown:
+        raise GraphError(f"hardware {block}.{port}: unknown key {unknown[0]!r}"
+                         f"{suggest(unknown[0], CHANNEL_KEYS)} Valid keys: "
+                         f"{', '.join(CHANNEL_KEYS)}", where, block=block, port=port)
+    if "channel" not in spec:
+        raise GraphError(f"hardware {block}.{port}: missing 'channel' (e.g. Dev1/ai0)", where,
+                         block=block, port=port)
+    direction = "in" if port in b.inputs else "out"
+    if port in b.inputs and port in b.outputs:      # an input and an output share the name
+        is_ao = isinstance(spec["channel"], str) and bool(PHYSICAL["ao"].match(spec["channel"]))
+        direction = "in" if is_ao else "out"
+    pspec = b.inputs[port] if direction == "in" else b.outputs[port]
+    if pspec.shape != (1,) or pspec.dtype != "f8":
+        raise GraphError(f"hardware {block}.{port} is {pspec.describe()}; only scalar float "
+                         "ports (shape (1,), f8) can be bound to a channel", where,
+                         block=block, port=port)
+    kind = _kind(spec["channel"], direction, block, port, where)
+    unit = pspec.unit
+    scale = _scale(spec, kind, unit, block, port, where)
+    offset = _number(spec.get("offset", 0.0), "offset", where, block, port)
+    low, high = _pair(spec.get("range", [-CARD_VOLTS, CARD_VOLTS]), "range", where, block, port,
+                      symmetric=False)
+    if kind != "ci_encoder" and (low < -CARD_VOLTS or high > CARD_VOLTS):
+        raise GraphError(f"hardware {block}.{port}: range [{low:g}, {high:g}] V exceeds the "
+                         f"card's +-{CARD_VOLTS:g} V", where, block=block, port=port)
+    decoding = spec.get("decoding", "X4")
+    if decoding != "X4" or (kind != "ci_encoder" and "decoding" in spec):
+        raise GraphError(f"hardware {block}.{port}: decoding applies to encoder channels and "
+                         f"must be X4, got {decoding!r}", where, block=block, port=port)
+    ref = f"{block}.{port}"
+    if "limit" in spec:
+        out.limits[ref] = _pair(spec["limit"], "limit", where, block, port, symmetric=True)
+    if "velocity_limit" in spec:
+        if unit is None or _dim(unit) != _dim("m") or direction != "out":
+            raise GraphError(f"hardware {ref}: velocity_limit applies to a measured position "
+                             f"(m), not to {ref} ({unit})", where, block=block, port=port)
+        out.velocity_limits[ref] = abs(_number(spec["velocity_limit"], "velocity_limit", where,
+                                               block, port))
+    if "ramp" in spec or kind == "ao":
+        if kind != "ao":
+            raise GraphError(f"hardware {ref}: ramp applies to analog outputs (commands)", where,
+                             block=block, port=port)
+        ramp = _number(spec.get("ramp", DEFAULT_RAMP), "ramp", where, block, port)
+        if ramp < 0:
+            raise GraphError(f"hardware {ref}: ramp must be >= 0 s", where, block=block, port=port)
+        out.ramps[ref] = ramp
+    out.channels.append(Channel(ref, kind, spec["channel"], scale, offset, low, high, unit or ""))
+    out.where[ref] = where
+
+
+def _enable(block: str, physical: Any, where: Where, out: Bindings) -> None:
+    if not isinstance(physical, str) or not PHYSICAL["do"].match(physical):
+        raise GraphError(f"hardware {block}: enable must be a digital output line such as "
+                         f"Dev1/port0/line0, got {physical!r}", where, block=block)
+    ref = f"{block}.enable"
+    out.channels.append(Channel(ref, "do", physical, 1.0, 0.0, 0.0, 1.0, ""))
+    out.where[ref] = where
+
+
+def check_consistency(graph: Graph, bindings: Bindings) -> None:
+    """Check scales against the simulated twins (an encoder's resolution).
+
+    Raises
+    ------
+    GraphError
+        When an encoder's ``meters_per_count`` differs from its twin's ``resolution``.
+    """
+    for c in bindings.channels:
+        if c.kind != "ci_encoder":
+            continue
+        block, port = c.port.split(".")
+        twin = graph.nodes[block].block
+        resolution = twin.values.get("resolution")
+        if resolution is not None and abs(c.scale - resolution) > 1e-9 * abs(resolution):
+            raise GraphError(f"hardware {c.port}: meters_per_count {c.scale:g} m differs from "
+                             f"the resolution {resolution:g} m of its twin {block!r} "
+                             f"({type(twin).__name__}); make them equal", bindings.where[c.port],
+                             block=block, port=port)

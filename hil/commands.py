@@ -1,0 +1,219 @@
+"""The HIL command line: ``run --mode hil``, ``hil check`` and ``report``.
+
+::
+
+    hapflow run GRAPH --mode hil [--daq sim|nidaqmx] [--grpc HOST:PORT] [--fifo PRIO]
+                [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S]
+                [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
+    hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
+    hapflow hil serve GRAPH [--port N] [--free-running] [--fault SPEC ...]
+    hapflow report RUN.h5 [--plot timing.png]
+
+``run --mode hil`` exits 0 when the run completes, 1 after a safety stop
+(limits, watchdog, non-finite value, DAQ error), 130 after Ctrl-C and 143
+after SIGTERM, each with a one-line explanation; the recording holds every
+tick up to the stop.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hapflow.errors import HapflowError
+
+from .backend import Backend
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """The ``--mode hil`` options of ``hapflow run``."""
+    g = run.add_argument_group("real time (--mode hil)")
+    g.add_argument("--mode", choices=("sim", "hil"), default="sim",
+                   help="sim: as fast as possible [default]; hil: in real time against a DAQ card")
+    g.add_argument("--daq", choices=("sim", "nidaqmx"), default=None,
+                   help="with --mode hil: the simulated rig [default] or NI-DAQmx")
+    g.add_argument("--grpc", metavar="HOST:PORT",
+                   help="with --daq nidaqmx: a remote NI-DAQmx gRPC server")
+    g.add_argument("--fifo", type=int, metavar="PRIO",
+                   help="SCHED_FIFO priority (1-99) for the loop, when permitted")
+    g.add_argument("--cpu", type=int, metavar="N", help="pin the loop to CPU N")
+    g.add_argument("--mlock", action="store_true", help="lock the process memory (mlockall)")
+    g.add_argument("--max-overruns", type=int, default=None, metavar="N",
+                   help="watchdog: consecutive overruns that trip it [5]")
+    g.add_argument("--max-lateness", type=float, default=None, metavar="S",
+                   help="watchdog: a single lateness that trips it [0.02 s]")
+    g.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                   help="with --daq sim: inject a fault, KIND@TICK[xTICKS][:CHANNEL][=VALUE]; "
+                        "kinds drop, late, stuck, saturate, glitch, nan, error (repeatable)")
+
+
+def _backend(args: argparse.Namespace, graph) -> Backend:
+    from .simrig import Fault
+    daq = args.daq or "sim"
+    faults = [Fault.parse(text) for text in args.fault]
+    if daq == "sim":
+        if args.grpc:
+            raise HapflowError("--grpc applies to --daq nidaqmx (the simulated rig runs in "
+                               "this process)")
+        from .simdaq import SimDaq
+        return SimDaq(graph, faults, seed=graph.seed)
+    if faults:
+        raise HapflowError("--fault applies to --daq sim only (to inject faults through "
+                           "NI-DAQmx, run the simulated gRPC server with faults)")
+    return nidaq_backend(args.grpc)
+
+
+def nidaq_backend(grpc: str | None) -> Backend:
+    """The NI-DAQmx backend (imported only when asked for).
+
+    Raises
+    ------
+    HapflowError
+        If the backend or the ``nidaqmx`` package cannot be imported.
+    """
+    try:
+        from .nidaq import NidaqBackend
+    except ImportError as exc:
+        raise HapflowError(f"the NI-DAQmx backend is not available ({exc}); install the "
+                           "'nidaqmx' package, or use --daq sim") from None
+    return NidaqBackend(grpc=grpc)
+
+
+def run_hil(args: argparse.Namespace, graph, settings: dict[str, object], out: Path) -> int:
+    """``hapflow run --mode hil``: run, print the summary, return the exit status."""
+    from hapflow.block import ParamError
+    from hapflow.errors import GraphError
+    from .runner import HilRunner, RealTime
+    from .safety import Policy
+    for key, value in settings.items():
+        block, _, param = key.partition(".")
+        if block not in graph.nodes:
+            raise GraphError(f"cannot set {key!r}: no block {block!r}", block=block)
+        try:
+            graph.nodes[block].block.set(param, value)
+        except ParamError as exc:
+            raise GraphError(f"block {block!r}: {exc}", block=block) from None
+    policy = Policy(**{k: v for k, v in (("max_overruns", args.max_overruns),
+                                          ("max_lateness", args.max_lateness)) if v is not None})
+    runner = HilRunner(graph, _backend(args, graph), policy,
+                       RealTime(args.fifo, args.cpu, args.mlock), chunk=args.chunk)
+    backend = type(runner.backend).__name__
+    result = runner.run(args.duration, out=out, on_start=lambda rt: print(
+        f"real time: {graph.name} at {graph.rate:g} Hz on {backend} ({rt}); Ctrl-C stops "
+        "safely", flush=True))
+    print(result.summary())
+    if result.dropped:
+        print("not recorded in HIL mode (plant signals a real rig cannot measure): "
+              + ", ".join(result.dropped))
+    if result.event is not None:
+        print(f"hapflow: {result.event.line()}; the recording up to there is in {out}",
+              file=sys.stderr)
+        return result.event.exit_code
+    return 0
+
+
+def cmd_hil_check(args: argparse.Namespace) -> int:
+    """``hapflow hil check``: validate the bindings and the split; list devices."""
+    from hapflow.yamlio import load
+    from .bindings import bind
+    from .split import controller_graph, plant_blocks, plant_graph
+    graph = load(args.graph)
+    b = bind(graph)
+    controller = controller_graph(graph, b.channels)
+    controller.graph.check()
+    plant_graph(graph, b.channels).graph.check()
+    plant = plant_blocks(graph, b.channels)
+    print(f"{args.graph}: bindings OK — {len(b.channels)} channels at {graph.rate:g} Hz")
+    print(f"plant (real in HIL, simulated by the sim rig): {', '.join(plant)}")
+    print("controller (real-time kernel): "
+          + ", ".join(n for n in graph.nodes if n not in plant))
+    print(f"\n  {'port':22s} {'kind':11s} {'channel':18s} {'scale':>12s}  {'SI range':24s} limit")
+    for c in b.channels:
+        if c.kind in ("ai", "ao"):
+            lo, hi = sorted((c.offset + c.scale * c.low, c.offset + c.scale * c.high))
+            span, scale = f"[{lo:g}, {hi:g}] {c.unit}", f"{c.scale:g} {c.unit}/V"
+        elif c.kind == "ci_encoder":
+            span, scale = "X4", f"{c.scale:g} {c.unit}/count"
+        else:
+            span, scale = "amplifier enable", ""
+        limit = b.limits.get(c.port)
+        extra = f"[{limit[0]:g}, {limit[1]:g}]" if limit else ""
+        if c.port in b.velocity_limits:
+            extra += f" |v| <= {b.velocity_limits[c.port]:g} m/s"
+        print(f"  {c.port:22s} {c.kind:11s} {c.physical:18s} {scale:>12s}  {span:24s} {extra}")
+    if controller.dropped:
+        print("\nnot recorded in HIL mode: " + ", ".join(controller.dropped))
+    wanted = sorted({c.device for c in b.channels})
+    daq = args.daq or "sim"
+    if daq == "sim":
+        devices = wanted
+        print(f"\ndevices (simulated rig): {', '.join(devices)}")
+    else:
+        try:
+            from .nidaq import list_devices
+        except ImportError as exc:
+            raise HapflowError(f"the NI-DAQmx backend is not available ({exc}); install the "
+                               "'nidaqmx' package, or use --daq sim") from None
+        devices = list_devices(args.grpc)
+        print("\ndevices (NI-DAQmx" + (f" at {args.grpc}" if args.grpc else "") + "): "
+              + (", ".join(devices) or "(none)"))
+    missing = [d for d in wanted if d not in devices]
+    if missing:
+        raise HapflowError(f"device(s) {', '.join(missing)} named in the bindings are not "
+                           f"present; available: {', '.join(devices) or '(none)'}")
+    return 0
+
+
+def cmd_hil_serve(args: argparse.Namespace) -> int:
+    """``hapflow hil serve``: the simulated NI-DAQmx gRPC device server (``grpc_sim``)."""
+    from .grpc_sim import run_server
+    run_server(args.graph, port=args.port, host=args.host, seed=args.seed,
+               free_running=args.free_running, faults=args.fault)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``hapflow report``: print the timing report, optionally plot it."""
+    from .report import load_timing, plot, text
+    timing = load_timing(args.run)
+    print(text(timing))
+    if args.plot:
+        print(f"\nplot -> {plot(timing, args.plot)}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``hil`` (``hil check``, ``hil serve``) and ``report`` subcommands."""
+    hil = sub.add_parser("hil", help="hardware-in-the-loop tools (hil check, hil serve)")
+    hsub = hil.add_subparsers(dest="hil_command", required=True)
+    check = hsub.add_parser("check", help="validate the hardware bindings; list DAQ devices",
+                            description="Validate the graph's hardware: section (channels, "
+                                        "ranges, scaling, units), show how the graph splits "
+                                        "into controller and plant, and list the devices.")
+    check.add_argument("graph", help="YAML graph file")
+    check.add_argument("--daq", choices=("sim", "nidaqmx"), default="sim",
+                       help="which devices to list [sim]")
+    check.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
+    check.set_defaults(func=cmd_hil_check)
+    serve = hsub.add_parser("serve", help="serve a graph's simulated rig as an NI-DAQmx gRPC "
+                                          "device server",
+                            description="Expose the graph's plant behind the simulated card "
+                                        "through the NI-DAQmx gRPC service, so that "
+                                        "'run --mode hil --daq nidaqmx --grpc HOST:PORT' (or "
+                                        "any nidaqmx client) drives it.")
+    serve.add_argument("graph", help="YAML graph file with a hardware: section")
+    serve.add_argument("--port", type=int, default=31763, help="TCP port (0: any free) [31763]")
+    serve.add_argument("--host", default="localhost", help="interface [localhost]")
+    serve.add_argument("--seed", type=int, help="card noise seed [the graph's]")
+    serve.add_argument("--free-running", action="store_true",
+                       help="one sample per wait instead of real-time pacing")
+    serve.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                       help="inject a fault, KIND@TICK[xTICKS][:CHANNEL][=VALUE] (repeatable)")
+    serve.set_defaults(func=cmd_hil_serve)
+    rep = sub.add_parser("report", help="timing report of a real-time run",
+                         description="Period error, lateness and compute-time percentiles "
+                                     "(p50, p99, p99.9, max), lateness histogram, overruns over "
+                                     "time and safety events of a 'run --mode hil' recording.")
+    rep.add_argument("run", help="HDF5 recording of 'hapflow run --mode hil'")
+    rep.add_argument("--plot", metavar="FILE.png", help="also plot the report")
+    rep.set_defaults(func=cmd_report)

@@ -1,0 +1,143 @@
+"""Timing report of a real-time run: percentiles, histogram, overruns over time, safety events.
+
+:func:`timing_stats` works on the per-tick arrays (from a recording's
+``/hil`` group or a run kept in memory) and is shared with ``bench/``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from hapflow.errors import HapflowError
+
+PERCENTILES = (50.0, 99.0, 99.9)
+
+
+@dataclass
+class Timing:
+    """Per-tick timing of one run (ns; see :mod:`hapflow.hil.recording`)."""
+
+    wake: np.ndarray
+    lateness: np.ndarray
+    compute: np.ndarray
+    skipped: np.ndarray
+    overrun: np.ndarray
+    period_ns: int
+    attrs: dict
+
+    @property
+    def period_error(self) -> np.ndarray:
+        """Time between successive wake-ups minus the period (ns)."""
+        return np.diff(self.wake) - self.period_ns
+
+
+def load_timing(path: str | Path) -> Timing:
+    """Read the ``/hil`` timing of a recording.
+
+    Raises
+    ------
+    HapflowError
+        If the file is missing or was not written by a real-time run.
+    """
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise HapflowError(f"cannot open recording {path}: {exc}") from None
+    with f:
+        if "hil" not in f:
+            raise HapflowError(f"{path} has no real-time timing (/hil): it was not recorded "
+                               "with 'hapflow run --mode hil'")
+        g = f["hil"]
+        return Timing(*(g[k][()] for k in ("wake", "lateness", "compute", "skipped", "overrun")),
+                      int(f.attrs["period_ns"]), dict(f.attrs))
+
+
+def stats(values_ns: np.ndarray) -> dict[str, float]:
+    """p50, p99, p99.9 and max of ``values_ns``, in us."""
+    if values_ns.size == 0:
+        return {**{f"p{p:g}": float("nan") for p in PERCENTILES}, "max": float("nan")}
+    v = np.asarray(values_ns, dtype=np.float64) / 1e3
+    out = {f"p{p:g}": float(np.percentile(v, p)) for p in PERCENTILES}
+    out["max"] = float(v.max())
+    return out
+
+
+def timing_stats(t: Timing) -> dict[str, dict[str, float]]:
+    """Percentiles (us) of |period error|, lateness and compute time."""
+    return {"|period error|": stats(np.abs(t.period_error)), "lateness": stats(t.lateness),
+            "compute": stats(t.compute)}
+
+
+def text(t: Timing) -> str:
+    """The printed report: percentiles, overruns, histogram, overruns per second, safety."""
+    n = t.wake.size
+    rate = 1e9 / t.period_ns
+    lines = [f"{n} ticks at {rate:g} Hz ({n / rate:g} s), status {t.attrs.get('status', '?')}; "
+             f"{t.attrs.get('realtime', '')}; CPU {float(t.attrs.get('cpu_percent', np.nan)):.0f} %",
+             "", f"{'us':16s}" + "".join(f"{k:>10s}" for k in (*[f'p{p:g}' for p in PERCENTILES], 'max'))]
+    for name, row in timing_stats(t).items():
+        lines.append(f"{name:16s}" + "".join(f"{v:10.1f}" for v in row.values()))
+    over = t.overrun
+    pe = t.period_error
+    lines += ["", f"overruns (missed edges, late samples, late writes): {int(over.sum())}; edges skipped: "
+                  f"{int(t.skipped.sum())}; periods over 1.5x: {int((pe > 0.5 * t.period_ns).sum())}"]
+    lines += ["", "lateness histogram:"]
+    edges = np.array([0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, np.inf]) * 1e3
+    counts, _ = np.histogram(np.clip(t.lateness, 0, None), edges)
+    for lo, hi, c in zip(edges[:-1], edges[1:], counts):
+        label = f"{lo / 1e3:g}-{hi / 1e3:g} us" if np.isfinite(hi) else f">= {lo / 1e3:g} us"
+        bar = "#" * int(round(40 * c / max(1, counts.max())))
+        lines.append(f"  {label:>16s} {c:9d} {bar}")
+    per_second = _per_second(over, rate)
+    if per_second.any():
+        lines += ["", "overruns per second: " + " ".join(str(int(v)) for v in per_second)]
+    kind = t.attrs.get("safety_kind")
+    lines += ["", (f"safety event at t = {float(t.attrs['safety_time']):.4f} s (tick "
+                   f"{int(t.attrs['safety_tick'])}): {kind}: {t.attrs['safety_message']}")
+              if kind else "safety events: none"]
+    return "\n".join(lines)
+
+
+def _per_second(flags: np.ndarray, rate: float) -> np.ndarray:
+    per = int(round(rate))
+    n = -(-flags.size // per) if flags.size else 0
+    padded = np.zeros(n * per, dtype=bool)
+    padded[:flags.size] = flags
+    return padded.reshape(n, per).sum(axis=1)
+
+
+def plot(t: Timing, path: str | Path) -> Path:
+    """Histogram of lateness and period error, overruns per second, compute time; PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rate = 1e9 / t.period_ns
+    fig, ax = plt.subplots(2, 2, figsize=(11, 7))
+    bins = np.logspace(-1, 5, 70)
+    ax[0, 0].hist(np.clip(t.lateness / 1e3, 0.1, None), bins=bins)
+    ax[0, 0].set(xscale="log", yscale="log", xlabel="lateness (us)", ylabel="ticks",
+                 title="lateness")
+    ax[0, 1].hist(np.clip(np.abs(t.period_error) / 1e3, 0.1, None), bins=bins, color="C1")
+    ax[0, 1].set(xscale="log", yscale="log", xlabel="|period error| (us)", title="period error")
+    per = _per_second(t.overrun, rate)
+    ax[1, 0].bar(np.arange(per.size), per, width=1.0, align="edge", color="C3")
+    ax[1, 0].set(xlabel="time (s)", ylabel="overruns per second", title="overruns over time")
+    time = np.arange(t.compute.size) / rate
+    ax[1, 1].plot(time, t.compute / 1e3, lw=0.5)
+    ax[1, 1].axhline(t.period_ns / 1e3, color="k", ls="--", lw=0.8, label="period")
+    ax[1, 1].set(xlabel="time (s)", ylabel="compute (us)", title="compute time per tick")
+    ax[1, 1].legend()
+    kind = t.attrs.get("safety_kind")
+    if kind:
+        for a in (ax[1, 0], ax[1, 1]):
+            a.axvline(float(t.attrs["safety_time"]), color="r", lw=1)
+        fig.suptitle(f"safety event: {kind} at {float(t.attrs['safety_time']):.4f} s", color="r")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,125 @@
+"""The ``sim`` DAQ backend: the simulated rig paced by the monotonic clock.
+
+:class:`SimDaq` plays the card of :class:`~hapflow.hil.simrig.SimRig` in real
+time.  :meth:`SimDaq.wait` sleeps until the next sample clock edge
+(:class:`~hapflow.hil.clock.Pacer`: absolute-deadline sleep, then a ~30 us
+spin), then runs the rig's edge (:meth:`SimRig.exchange`) with the outputs the
+host wrote last.  If the host was a period or more late, the rig still runs
+every edge it missed, holding the outputs (the plant does not wait for the
+host), and ``wait`` reports the sample late.  Injected timing faults: a
+``drop`` reports the sample late, a ``late`` holds the host for the given time
+at that sample (a host stall).
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from hapflow.graph import Graph
+
+from .backend import Backend, Channel, DaqError, by_kind
+from .clock import Pacer, now_ns
+from .simrig import Fault, SimRig
+
+
+class SimDaq(Backend):
+    """Simulated DAQ card in front of the graph's plant, paced by the monotonic clock.
+
+    Parameters
+    ----------
+    graph : Graph
+        The whole graph; its plant half is simulated.
+    faults : sequence of Fault
+        Faults to inject (see :class:`~hapflow.hil.simrig.Fault`).
+    seed : int
+        Seed of the card's noise.
+    spin : float
+        Seconds of clock polling before each edge.
+    paced : bool
+        False: do not wait for the clock; every ``wait`` is the next edge of a
+        virtual clock (as fast as possible, deterministic: for checking the I/O
+        path and comparing with ``--mode sim``).
+    """
+
+    def __init__(self, graph: Graph, faults: Sequence[Fault] = (), seed: int = 0,
+                 spin: float = 30e-6, paced: bool = True):
+        self.graph = graph
+        self.paced = paced
+        self.faults = list(faults)
+        self.seed = seed
+        self.spin = spin
+        self.rig: SimRig | None = None
+        self.pacer: Pacer | None = None
+        self.edges = 0
+        self._edge: int | None = None
+
+    def open(self, channels: Sequence[Channel], rate: float) -> None:
+        """Build and compile the simulated rig for ``channels`` at ``rate`` Hz."""
+        self.rig = SimRig(self.graph, channels, rate, self.seed, self.faults)
+        self.pacer = Pacer(rate, self.spin)
+        self._ao = np.zeros(len(by_kind(channels, "ao")))
+        self._do = np.zeros(len(by_kind(channels, "do")), dtype=np.bool_)
+        self._ai = np.zeros(len(by_kind(channels, "ai")))
+        self._counts = np.zeros(len(by_kind(channels, "ci_encoder")), dtype=np.int64)
+
+    def _rig(self) -> SimRig:
+        if self.rig is None:
+            raise DaqError("the simulated card is not open: call open() first")
+        return self.rig
+
+    def start(self) -> None:
+        """Start the sample clock one period from now, outputs at 0 V and lines False."""
+        self._rig()
+        self._ao[:] = 0.0
+        self._do[:] = False
+        self.pacer.start() if self.paced else self.pacer.start(0)
+
+    def wait(self) -> bool:
+        """Sleep until the next edge, run the rig's edge(s); True if the sample is late."""
+        rig = self._rig()
+        if self.paced:
+            deadline, _, skipped = self.pacer.wait()
+        else:
+            deadline, skipped = self.pacer.deadline, 0
+            self.pacer.deadline += self.pacer.period
+        self._edge = deadline + skipped * self.pacer.period
+        for _ in range(skipped + 1):
+            rig.exchange(self._ao, self._do, self._ai, self._counts)
+            self.edges += 1
+        late, dropped = rig.timing_fault(rig.tick - 1)
+        if late > 0.0:
+            _hold(late)
+        return skipped > 0 or dropped
+
+    def edge_time(self) -> int | None:
+        """Monotonic time (ns) of the edge whose samples :meth:`read` returns (None unpaced)."""
+        return self._edge if self.paced else None
+
+    def read(self, ai_volts: np.ndarray, counts: np.ndarray) -> None:
+        """The samples of the latest edge."""
+        ai_volts[:] = self._ai
+        counts[:] = self._counts
+
+    def write(self, ao_volts: np.ndarray, do_states: np.ndarray) -> None:
+        """Hold the outputs; they reach the plant at the next edge."""
+        self._ao[:] = ao_volts
+        self._do[:] = do_states
+
+    def safe_state(self) -> None:
+        """0 V on every output and every line False (they reach the plant at the next edge)."""
+        self._ao[:] = 0.0
+        self._do[:] = False
+
+    def close(self) -> None:
+        """Release the rig."""
+        self.rig = None
+
+
+def _hold(seconds: float) -> None:
+    """Keep the host busy for ``seconds`` (an injected stall)."""
+    end = now_ns() + int(seconds * 1e9)
+    time.sleep(max(0.0, seconds - 1e-4))
+    while now_ns() < end:
+        pass

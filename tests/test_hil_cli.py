@@ -1,0 +1,140 @@
+"""The HIL command line: run --mode hil, hil check, report; exit codes and signals."""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import hapflow as hf
+from hapflow.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = str(ROOT / "graphs" / "colton2005_sweep.yaml")
+
+
+@pytest.fixture
+def bed(tmp_path):
+    """The test bed with its force limit at the card's 40 N and a 5 m/s velocity limit: on a
+    loaded host, missed sample clock edges kick the PD command past the bed's 15 N for a tick
+    and the load past 0.5 m/s."""
+    text = (ROOT / "graphs" / "hil_testbed.yaml").read_text().replace(
+        "limit: 15,", "limit: 40,").replace("velocity_limit: 0.5", "velocity_limit: 5.0")
+    path = tmp_path / "hil_testbed.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_run_hil_with_a_fault_exits_1_with_one_line(bed, tmp_path, capsys):
+    out = tmp_path / "run.h5"
+    code = main(["run", bed, "--mode", "hil", "--daq", "sim", "--duration", "0.4",
+                 "--out", str(out), "--max-lateness", "1", "--max-overruns", "1000",
+                 "--fault", "saturate@150x3:head.force=1"])
+    assert code == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("real time: hil-testbed at 1000 Hz on SimDaq")
+    assert "not recorded in HIL mode (plant signals a real rig cannot measure): load.pos" in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("hapflow: safety stop at t = ")
+    assert "saturated input: head.force (Dev1/ai0) at 10 V" in err[0] and str(out) in err[0]
+    rec = hf.recorder.load(out)
+    assert rec.attrs["status"] == "safety" and rec.attrs["safety_kind"] == "saturated input"
+    assert rec.time.size == rec.attrs["safety_tick"] + 1
+
+
+def test_report_prints_percentiles_histogram_and_plots(bed, tmp_path, capsys):
+    out = tmp_path / "run.h5"
+    assert main(["run", bed, "--mode", "hil", "--duration", "0.3", "--out", str(out),
+                 "--set", "motor.bandwidth=30", "--max-lateness", "1",
+                 "--max-overruns", "1000"]) == 0
+    capsys.readouterr()
+    png = tmp_path / "timing.png"
+    assert main(["report", str(out), "--plot", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("300 ticks at 1000 Hz (0.3 s), status complete")
+    for word in ("|period error|", "lateness", "compute", "p99.9", "overruns (missed edges",
+                 "lateness histogram:", "safety events: none"):
+        assert word in text
+    assert png.stat().st_size > 10_000
+    with h5py.File(out) as f:
+        assert "motor.bandwidth: 30.0" in f.attrs["graph_yaml"] or "bandwidth: 30" in f.attrs["graph_yaml"]
+
+
+def test_report_of_a_simulation_recording_is_a_clear_error(bed, tmp_path, capsys):
+    out = tmp_path / "sim.h5"
+    assert main(["run", bed, "--duration", "0.1", "--out", str(out), "--no-progress"]) == 0
+    assert main(["report", str(out)]) == 2
+    assert "has no real-time timing (/hil)" in capsys.readouterr().err
+
+
+def test_hil_check_lists_channels_split_and_devices(capsys):
+    assert main(["hil", "check", SWEEP]) == 0
+    text = capsys.readouterr().out
+    assert "bindings OK — 5 channels at 4000 Hz" in text
+    assert "plant (real in HIL, simulated by the sim rig): motor, dev, enc, head" in text
+    assert "controller (real-time kernel): traj, pid, comp, vel_est" in text
+    assert "[-60, 60] N" in text and "5e-06 m/count" in text and "|v| <= 1 m/s" in text
+    assert "devices (simulated rig): Dev1" in text
+
+
+def test_hil_options_need_hil_mode(bed, capsys):
+    assert main(["run", bed, "--fault", "drop@3", "--no-progress"]) == 2
+    assert "--fault applies to --mode hil" in capsys.readouterr().err
+    assert main(["run", bed, "--mode", "hil", "--grpc", "localhost:1"]) == 2
+    assert "--grpc applies to --daq nidaqmx" in capsys.readouterr().err
+    assert main(["run", bed, "--mode", "hil", "--fault", "glitch@soon"]) == 2
+    assert "KIND@TICK" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_stops_safely_and_keeps_the_recording(bed, tmp_path, sig, code):
+    out = tmp_path / "run.h5"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", bed, "--mode", "hil",
+                             "--duration", "30", "--out", str(out), "--chunk", "0.1",
+                             "--max-lateness", "1", "--max-overruns", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=ROOT)
+    first = proc.stdout.readline()
+    assert first.startswith("real time: hil-testbed"), first + proc.stderr.read()
+    import time
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    name = signal.Signals(sig).name
+    assert err.strip().startswith(f"hapflow: safety stop at t = ") and f"{name}: received {name}" in err
+    rec = hf.recorder.load(out)
+    assert rec.attrs["safety_kind"] == name and not rec.attrs["complete"]
+    assert rec.time.size == rec.attrs["safety_tick"] + 1 >= 100
+    assert rec["motor.force_cmd"][-1, 0] == 0.0
+
+
+def test_kill_9_leaves_a_readable_recording(bed, tmp_path):
+    """The writer process closes the file with every chunk it got when the loop dies."""
+    import time
+    out = tmp_path / "run.h5"
+    proc = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", bed, "--mode", "hil",
+                             "--duration", "30", "--out", str(out), "--chunk", "0.1",
+                             "--max-lateness", "1", "--max-overruns", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=ROOT)
+    assert proc.stdout.readline().startswith("real time: hil-testbed")
+    time.sleep(0.6)
+    proc.kill()
+    proc.wait(timeout=30)
+    for _ in range(100):                                   # the writer closes it shortly
+        try:
+            rec = hf.recorder.load(out)
+            break
+        except OSError:
+            time.sleep(0.1)
+    assert rec.attrs["status"] == "killed" and not rec.attrs["complete"]
+    n = rec.time.size
+    assert n >= 200 and n % 100 == 0 and rec.attrs["ticks"] == n
+    np.testing.assert_array_equal(rec.time, np.arange(n) / 1000.0)
+    with h5py.File(out) as f:
+        assert f["hil/wake"].shape == (n,)

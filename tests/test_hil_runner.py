@@ -1,0 +1,208 @@
+"""The real-time runner: I/O path against --mode sim, timing record, safety stops per fault and limit."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hapflow as hf
+from hapflow.hil import safety
+from hapflow.hil.runner import HilRunner
+from hapflow.hil.simdaq import SimDaq
+from hapflow.hil.simrig import Fault
+from hapflow.yamlio import load, loads
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTBED = ROOT / "graphs" / "hil_testbed.yaml"
+RATE = 1000.0
+
+
+def bed(edit=lambda text: text, paced=False):
+    """The test bed; for paced runs with the force limit at the card's 40 N and a 5 m/s
+    velocity limit: on a loaded host, a missed 10 ms of sample clock edges kicks the PD
+    command by up to ~30 N for a tick."""
+    text = TESTBED.read_text()
+    if paced:
+        text = text.replace("limit: 15,", "limit: 40,").replace("velocity_limit: 0.5",
+                                                                "velocity_limit: 5.0")
+    return loads(edit(text), str(TESTBED))
+
+
+def hil(graph, tmp_path, faults=(), paced=False, duration=0.5, policy=safety.Policy()):
+    backend = SimDaq(graph, faults, seed=1, paced=paced)
+    result = HilRunner(graph, backend, policy).run(duration, out=tmp_path / "run.h5")
+    return result, backend
+
+
+def assert_safe_stop(result, backend, kind, tick=None, read_failed=False):
+    """Event recorded, outputs 0 V and enable False at the trip tick, every tick on file
+    (but the trip tick itself when the card could not be read)."""
+    ev = result.event
+    assert ev is not None and ev.kind == kind, ev
+    if tick is not None:
+        assert ev.tick == tick
+    assert ev.exit_code == 1 and f"{kind}: " in ev.line()
+    assert not backend._ao.any() and not backend._do.any()      # safe state in the trip tick
+    rec = hf.recorder.load(result.path)
+    n = ev.tick + (0 if read_failed else 1)
+    assert rec.attrs["ticks"] == n and rec.time.size == n and not rec.attrs["complete"]
+    assert rec.attrs["status"] == "safety" and rec.attrs["safety_kind"] == kind
+    assert rec.attrs["safety_tick"] == ev.tick and rec.attrs["safety_message"] == ev.message
+    np.testing.assert_array_equal(rec.time, np.arange(n) / RATE)
+    if not read_failed:
+        assert rec["motor.force_cmd"][-1, 0] == 0.0              # what the card was sent
+    with hf.recorder.h5py.File(result.path) as f:
+        assert f["hil/lateness"].shape == (n,)
+    return rec
+
+
+def test_hil_path_equals_sim_with_one_sample_of_transport_delay(tmp_path):
+    """Unpaced HIL against the simulated rig = --mode sim with a UnitDelay before the motor."""
+    duration = 1.0
+    result, _ = hil(bed(), tmp_path, duration=duration)
+    assert result.event is None and result.ticks == 1000
+    rec = hf.recorder.load(result.path)
+    delayed = bed(lambda t: t.replace("blocks:\n", "blocks:\n  dly: {type: UnitDelay}\n")
+                  .replace("pid.force_cmd -> motor.force_cmd",
+                           "pid.force_cmd -> dly.u\n  - dly.y -> motor.force_cmd"))
+    sim = hf.Simulation(delayed).run(duration)
+    # The command leaves through a 16-bit DAC (+-40 N: 1.2 mN steps), which now and then
+    # moves the encoder by one 5 um count; one count moves the PD command by up to
+    # kp q + kd (1 - a) q / Ts = 0.01 + 0.093 N (a = exp(-2 pi 100 Hz Ts)).
+    counts = np.abs(rec["enc.pos"] - sim["enc.pos"]) / 5e-6
+    assert counts.max() <= 1.0 + 1e-9 and counts.mean() < 0.2
+    assert np.abs(rec["pid.force_cmd"] - sim["pid.force_cmd"]).max() < 0.12
+    assert np.abs(rec["head.force"] - sim["head.force"]).max() < 0.03    # 16-bit card + noise
+    assert np.abs(rec["enc.pos"]).max() > 8e-3                  # it did move 10 mm
+    # without the delay the runs part by many counts
+    plain = hf.Simulation(bed()).run(duration)
+    assert (np.abs(rec["enc.pos"] - plain["enc.pos"]) / 5e-6).max() > 10
+
+
+def test_paced_run_records_timing(tmp_path):
+    result, _ = hil(bed(paced=True), tmp_path, paced=True, duration=0.3,
+                    policy=safety.Policy(max_lateness=1.0, max_overruns=10_000))
+    assert result.event is None and result.ticks == 300
+    with hf.recorder.h5py.File(result.path) as f:
+        wake, lateness = f["hil/wake"][()], f["hil/lateness"][()]
+        compute, skipped = f["hil/compute"][()], f["hil/skipped"][()]
+        assert f.attrs["complete"] and f.attrs["period_ns"] == 1_000_000
+        assert f.attrs["mode"] == "hil" and f.attrs["backend"] == "SimDaq"
+    assert wake.shape == lateness.shape == compute.shape == (300,)
+    assert wake[0] == 0 and (np.diff(wake) > 0).all()
+    # the wake-ups keep the 1 ms grid on average: skipped edges are counted, never caught up
+    span = (wake[-1] - wake[0]) / 1e6
+    assert span == pytest.approx(299 + skipped.sum(), abs=3.0)
+    assert np.median(lateness) < 500_000 and (compute > 0).all()
+
+
+@pytest.mark.parametrize("fault, kind, tick", [
+    (Fault("saturate", 120, 3, "head.force", 1.0), "saturated input", 120),
+    (Fault("nan", 150, 1, "Dev1/ai0"), "non-finite input", 150),
+    (Fault("glitch", 200, channel="enc.pos", value=2000), "velocity limit", 200),
+    (Fault("error", 90), "DAQ error", 90),
+])
+def test_value_faults_stop_at_their_tick(tmp_path, fault, kind, tick):
+    result, backend = hil(bed(), tmp_path, [fault])
+    assert_safe_stop(result, backend, kind, tick, read_failed=kind == "DAQ error")
+
+
+def test_stuck_encoder_trips_the_force_limit(tmp_path):
+    """A stuck encoder opens the loop: the PID pushes until the 15 N force limit."""
+    result, backend = hil(bed(), tmp_path, [Fault("stuck", 100, 1000, "enc.pos")])
+    rec = assert_safe_stop(result, backend, "force limit")
+    assert 100 < result.event.tick < 400
+    assert "motor.force_cmd (Dev1/ao0) = " in result.event.message and "[-15, 15] N" in result.event.message
+    assert np.abs(rec["motor.force_cmd"][:-1]).max() <= 15.0     # never sent above the limit
+
+
+def test_stroke_limit(tmp_path):
+    g = bed(lambda t: t.replace("amplitude: 0.01, frequency: 2.0", "amplitude: 0.04, frequency: 1.0"))
+    result, backend = hil(g, tmp_path)
+    rec = assert_safe_stop(result, backend, "stroke limit")
+    assert rec["enc.pos"][-1, 0] > 0.03 >= rec["enc.pos"][-2, 0]
+
+
+def test_force_limit_ramps_to_zero_then_disables(tmp_path):
+    """With ramp: 0.02 the command falls linearly from its last value within the limit."""
+    g = bed(lambda t: t.replace("amplitude: 0.01,", "amplitude: 0.01, offset: 0.02,")
+            .replace("limit: 15, ramp: 0,", "limit: 15, ramp: 0.02,"))
+    result, backend = hil(g, tmp_path)
+    ev = result.event
+    assert ev.kind == "force limit" and ev.tick < 5           # the 20 mm step asks for 40 N at once
+    rec = hf.recorder.load(result.path)
+    cmd = rec["motor.force_cmd"][ev.tick:, 0]
+    assert cmd.size == 22 and cmd[-1] == 0.0 and not backend._do.any()
+    start = cmd[0]
+    assert 0 < abs(start) <= 15.0
+    np.testing.assert_allclose(cmd[:21], start * (1 - np.arange(21) / 20), rtol=1e-12, atol=1e-12)
+
+
+def test_dropped_samples_trip_the_watchdog(tmp_path):
+    """Samples the card reports late count as overruns, also on a virtual clock."""
+    result, backend = hil(bed(), tmp_path, [Fault("drop", 100, 10)])
+    assert_safe_stop(result, backend, "watchdog", tick=104)
+    assert "5 consecutive overruns" in result.event.message
+    result, _ = hil(bed(), tmp_path, [Fault("drop", 100, 4)])
+    assert result.event is None and result.overruns == 4
+
+
+def _skipped(result):
+    with hf.recorder.h5py.File(result.path) as f:
+        return int(f["hil/skipped"][()].sum())
+
+
+def test_sustained_overrun_trips_but_an_isolated_stall_does_not(tmp_path):
+    """Default policy: one 4 ms stall passes; 1.5 ms of work every 1 ms tick trips in 5 ticks."""
+    result, _ = hil(bed(paced=True), tmp_path, [Fault("late", 150, 1, value=0.004)], paced=True,
+                    duration=0.4)
+    assert result.event is None, result.event
+    assert _skipped(result) >= 3
+    result, backend = hil(bed(paced=True), tmp_path, [Fault("late", 150, 100, value=0.0015)],
+                          paced=True,
+                          duration=0.6)
+    assert_safe_stop(result, backend, "watchdog")
+    assert "consecutive overruns" in result.event.message
+
+
+def test_lateness_bound_trips_the_watchdog(tmp_path):
+    result, backend = hil(bed(paced=True), tmp_path, [Fault("late", 100, 1, value=0.03)],
+                          paced=True)
+    assert_safe_stop(result, backend, "watchdog")
+    assert "late, over the bound of 20 ms" in result.event.message
+
+
+def test_watchdog_policy():
+    """The default policy, tick by tick (1 kHz)."""
+    w = safety.Watchdog(safety.Policy(), 1_000_000)
+    assert all(w.tick(10_000, False) is None for _ in range(100))
+    assert w.tick(4_000_000, True) is None                     # an isolated 4 ms stall
+    assert all(w.tick(10_000, False) is None for _ in range(10))
+    assert [w.tick(1_500_000, True) for _ in range(4)] == [None] * 4
+    assert "5 consecutive overruns" in w.tick(1_500_000, True)
+    assert "over the bound of 20 ms" in safety.Watchdog(safety.Policy(), 1_000_000).tick(
+        20_000_001, False)
+
+
+def test_check_order_and_non_finite_command():
+    """safety.check on hand-made values: the first failing rule, with the index."""
+    inf, where = np.inf, np.zeros(1, dtype=np.int64)
+    args = dict(in_lo=np.array([-1.0, -inf]), in_hi=np.array([1.0, inf]),
+                v_lo=np.array([-10.0]), v_hi=np.array([10.0]), saturation=True,
+                pos_index=np.array([0]), vel_limit=np.array([1.0]), rate=1000.0,
+                out_lo=np.array([-5.0]), out_hi=np.array([5.0]))
+
+    def check(values, volts, commands, prev=0.0, first=False):
+        a = args
+        return safety.check(np.array(values), a["in_lo"], a["in_hi"], np.array(volts),
+                            a["v_lo"], a["v_hi"], True, a["pos_index"], np.array([prev]),
+                            a["vel_limit"], a["rate"], first, np.array(commands), a["out_lo"],
+                            a["out_hi"], where)
+
+    assert check([0.0, 3.0], [1.0], [1.0]) == safety.OK
+    assert check([0.0, np.nan], [1.0], [1.0]) == safety.NONFINITE_INPUT and where[0] == 1
+    assert check([0.0, 3.0], [10.0], [1.0]) == safety.SATURATED
+    assert check([1.5, 3.0], [1.0], [1.0]) == safety.INPUT_LIMIT and where[0] == 0
+    assert check([0.002, 3.0], [1.0], [1.0]) == safety.VELOCITY          # 2 m/s
+    assert check([0.002, 3.0], [1.0], [1.0], first=True) == safety.OK   # no previous sample
+    assert check([0.0, 3.0], [1.0], [np.inf]) == safety.NONFINITE_COMMAND
+    assert check([0.0, 3.0], [1.0], [-5.5]) == safety.COMMAND_LIMIT
