@@ -27,6 +27,8 @@ bench: $(STAMP)
 	$(PY) bench/devices.py
 	$(PY) bench/sinks.py
 	$(PY) bench/study.py
+	$(PY) bench/estimation.py
+	$(PY) bench/hil_timing.py --seconds 2
 
 clean:
 	rm -rf out .pytest_cache

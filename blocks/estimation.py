@@ -1,6 +1,6 @@
-"""State estimation: linear and unscented Kalman filters (held blocks).
+"""State estimation: linear, extended and unscented Kalman filters (held blocks).
 
-Both filters run predict-then-update once per sample hit, on flat row-major
+Every filter runs predict-then-update once per sample hit, on flat row-major
 matrices kept in the parameter vector ``p`` (model and noise matrices,
 initial state) and in the discrete state ``d`` (estimate, covariance and the
 work matrices of one step, so the kernels never allocate).  ``output``
@@ -9,6 +9,8 @@ current measurement (direct feedthrough: the estimate at sample ``k`` already
 includes ``z[k]``), writes the posterior into work entries of ``d``, and
 ``update`` copies it into the state.  Sizes are structural; the matrices are
 live (same sizes only) and checked at build time and whenever they are set.
+The nonlinear filters take their process and measurement functions from the
+model registry of :mod:`hapflow.blocks.estimation_models`.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from hapflow.errors import GraphError
 from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
-MODELS = ("linear", "pendulum")
+from .estimation_models import (MODELS, Model, model_f, model_fjac, model_h, model_hjac,
+                                model_mode)
 
 
 # ------------------------------------------------------------------ matrix helpers
@@ -31,18 +34,26 @@ def _mm(a, ao, b, bo, c, co, r, k, q, bt, acc):
     """``c[r x q] (+)= a[r x k] @ b[k x q]`` (``b`` stored as ``q x k`` and transposed if ``bt``).
 
     Every matrix is flat row-major at an offset (``ao``, ``bo``, ``co``) of
-    its array; the result is added to ``c`` when ``acc`` is true.
+    its array; the result is added to ``c`` when ``acc`` is true.  ``c``
+    must not overlap ``a`` or ``b``.  Each row of ``c`` accumulates over
+    ``k`` with the ``q`` columns innermost: independent sums (the same
+    summation order as a dot product per element) that pipeline, where a
+    dot product per element waits on every addition.
     """
     for i in range(r):
-        for j in range(q):
-            s = 0.0
-            for t in range(k):
-                bv = b[bo + j * k + t] if bt else b[bo + t * q + j]
-                s += a[ao + i * k + t] * bv
-            if acc:
-                c[co + i * q + j] += s
+        ci = co + i * q
+        if not acc:
+            for j in range(q):
+                c[ci + j] = 0.0
+        for t in range(k):
+            av = a[ao + i * k + t]
+            if bt:
+                for j in range(q):
+                    c[ci + j] += av * b[bo + j * k + t]
             else:
-                c[co + i * q + j] = s
+                bo_t = bo + t * q
+                for j in range(q):
+                    c[ci + j] += av * b[bo_t + j]
 
 
 @njit
@@ -137,6 +148,7 @@ class _Estimator:
     """Shared configuration of the filters (a mixin: not itself a block type)."""
 
     linear_model = True
+    control_matrix = True
 
     def _matrix_sizes(self) -> dict[str, tuple[int, str]]:
         n, m, l = self.states, self.measurements, self.controls
@@ -144,7 +156,7 @@ class _Estimator:
         if self.linear_model:
             sizes["A"] = (n * n, "n x n")
             sizes["H"] = (m * n, "m x n")
-        if l > 0:
+        if l > 0 and self.control_matrix:
             sizes["B"] = (n * l, "n x l")
         for name, size in (("x0", (n, "n")), ("P0", (n * n, "n x n"))):
             if self.values[name] is not None:
@@ -197,6 +209,39 @@ class _Estimator:
 
 # ------------------------------------------------------------------ linear Kalman filter
 @njit
+def _joseph(d, hm, ho, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, IKH, T, XN, PN):
+    """Kalman correction of the prior ``(d[XP], d[PP])`` by the innovation ``d[Y]``.
+
+    ``H = hm[ho:]`` (m x n), ``R = p[pr:]``::
+
+        S = H Pp H' + R,  K = Pp H' S^-1 (Cholesky),  x = xp + K y,
+        P = (I - K H) Pp (I - K H)' + K R K'       (Joseph form)
+
+    into ``d[XN]``, ``d[PN]``; ``S``, ``LS``, ``PHT``, ``K``, ``IKH``, ``T`` are work areas
+    of ``d``.
+    """
+    _mm(d, PP, hm, ho, d, PHT, n, n, m, True, False)
+    _mm(hm, ho, d, PHT, d, S, m, n, m, False, False)
+    for i in range(m * m):
+        d[S + i] += p[pr + i]
+    _chol(d, S, 1.0, d, LS, m)
+    for i in range(n * m):
+        d[K + i] = d[PHT + i]
+    _right_solve(d, LS, m, d, K, n)
+    _mm(d, K, d, Y, d, XN, n, m, 1, False, False)
+    for i in range(n):
+        d[XN + i] += d[XP + i]
+    _mm(d, K, hm, ho, d, IKH, n, m, n, False, False)
+    for i in range(n):
+        for j in range(n):
+            d[IKH + i * n + j] = (1.0 if i == j else 0.0) - d[IKH + i * n + j]
+    _mm(d, IKH, d, PP, d, T, n, n, n, False, False)
+    _mm(d, T, d, IKH, d, PN, n, n, n, True, False)
+    _mm(d, K, p, pr, d, PHT, n, m, m, False, False)
+    _mm(d, PHT, d, K, d, PN, n, m, n, True, True)
+
+
+@njit
 def _kf_step(d, p, z, u):
     n, m, l = int(p[0]), int(p[1]), int(p[2])
     pa = 3
@@ -224,32 +269,13 @@ def _kf_step(d, p, z, u):
     _mm(d, T, p, pa, d, PP, n, n, n, True, False)
     for i in range(n * n):
         d[PP + i] += p[pq + i]
-    # update: y = z - H xp, S = H Pp H' + R, K = Pp H' S^-1
+    # update: y = z - H xp, then the Joseph-form correction
     for i in range(m):
         s = 0.0
         for j in range(n):
             s += p[ph + i * n + j] * d[XP + j]
         d[Y + i] = z[i] - s
-    _mm(d, PP, p, ph, d, PHT, n, n, m, True, False)
-    _mm(p, ph, d, PHT, d, S, m, n, m, False, False)
-    for i in range(m * m):
-        d[S + i] += p[pr + i]
-    _chol(d, S, 1.0, d, LS, m)
-    for i in range(n * m):
-        d[K + i] = d[PHT + i]
-    _right_solve(d, LS, m, d, K, n)
-    # x = xp + K y;  Joseph form  P = (I - K H) Pp (I - K H)' + K R K'
-    _mm(d, K, d, Y, d, XN, n, m, 1, False, False)
-    for i in range(n):
-        d[XN + i] += d[XP + i]
-    _mm(d, K, p, ph, d, IKH, n, m, n, False, False)
-    for i in range(n):
-        for j in range(n):
-            d[IKH + i * n + j] = (1.0 if i == j else 0.0) - d[IKH + i * n + j]
-    _mm(d, IKH, d, PP, d, T, n, n, n, False, False)
-    _mm(d, T, d, IKH, d, PN, n, n, n, True, False)
-    _mm(d, K, p, pr, d, PHT, n, m, m, False, False)
-    _mm(d, PHT, d, K, d, PN, n, m, n, True, True)
+    _joseph(d, p, ph, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, IKH, T, XN, PN)
     return XN, PN, Y
 
 
@@ -349,40 +375,150 @@ class KalmanFilter(_Estimator, Block):
         _commit(d, p, int(p[0]))
 
 
+# ------------------------------------------------------------------ nonlinear filters
+# header of the EKF/UKF parameter vector: sizes, model, sample time, sigma-point set,
+# then the offsets of the sections that follow
+(_N, _M, _L, _MODEL, _DT, _BU, _NUMJAC, _NS, _SIMPLEX, _LAMN,
+ _PWM, _PWC, _PCHI, _PA, _PB, _PH, _PQ, _PR, _PX0, _PC) = range(20)
+_HEAD = 20
+FD_STEP = 6e-6
+"""Relative step of the central finite differences (about the cube root of eps)."""
+
+
+@njit
+def _fx(p, s, so, out, oo, u, mode):
+    """Propagate the state ``s[so:so+n]`` over one sample into ``out[oo:]`` (model of ``p``)."""
+    n, l, model = int(p[_N]), int(p[_L]), int(p[_MODEL])
+    if model == 0:
+        _mm(p, int(p[_PA]), s, so, out, oo, n, n, 1, False, False)
+    else:
+        model_f(model, s, so, out, oo, p, int(p[_PC]), u, p[_DT], mode)
+    if l > 0 and p[_BU] != 0.0:
+        _mm(p, int(p[_PB]), u, 0, out, oo, n, l, 1, False, True)
+
+
+@njit
+def _hx(p, s, so, out, oo):
+    """Predicted measurement of the state ``s[so:so+n]`` into ``out[oo:oo+m]``."""
+    model = int(p[_MODEL])
+    if model == 0:
+        _mm(p, int(p[_PH]), s, so, out, oo, int(p[_M]), int(p[_N]), 1, False, False)
+    else:
+        model_h(model, s, so, out, oo, p, int(p[_PC]))
+
+
+@njit
+def _mode(d, p, xo, mo):
+    """Switching mode of the next step from the posterior mean ``d[xo:]``, into ``d[mo + 1]``."""
+    d[mo + 1] = model_mode(int(p[_MODEL]), d, xo, p, int(p[_PC]), int(d[mo]))
+    return int(d[mo + 1])
+
+
+@njit
+def _commit_mode(d, p, n, mo):
+    _commit(d, p, n)
+    d[mo] = d[mo + 1]
+
+
+# ------------------------------------------------------------------ extended Kalman filter
+@njit
+def _fd_columns(d, p, x, xo, jac, jo, rows, n, wa, wb, u, mode, meas):
+    """Central-difference Jacobian (rows x n) of ``f`` (``meas`` false) or ``h`` at ``x[xo:]``.
+
+    ``d[wa:]``, ``d[wb:]`` hold the two evaluations; ``x`` is perturbed in place and restored.
+    """
+    for j in range(n):
+        x0 = x[xo + j]
+        step = FD_STEP * max(1.0, abs(x0))
+        x[xo + j] = x0 + step
+        if meas:
+            _hx(p, x, xo, d, wa)
+        else:
+            _fx(p, x, xo, d, wa, u, mode)
+        x[xo + j] = x0 - step
+        if meas:
+            _hx(p, x, xo, d, wb)
+        else:
+            _fx(p, x, xo, d, wb, u, mode)
+        x[xo + j] = x0
+        for i in range(rows):
+            jac[jo + i * n + j] = (d[wa + i] - d[wb + i]) / (2.0 * step)
+
+
+@njit
+def _ekf_offsets(n, m):
+    X, P = 0, n
+    XN = P + n * n
+    PN = XN + n
+    XP = PN + n * n
+    PP = XP + n
+    Y = PP + n * n
+    S = Y + m
+    LS = S + m * m
+    PHT = LS + m * m
+    K = PHT + n * m
+    IKH = K + n * m
+    T = IKH + n * n
+    FJ = T + n * n
+    HJ = FJ + n * n
+    WA = HJ + m * n
+    WB = WA + n
+    MO = WB + n
+    return X, P, XN, PN, XP, PP, Y, S, LS, PHT, K, IKH, T, FJ, HJ, WA, WB, MO
+
+
+@njit
+def _ekf_step(d, p, z, u):
+    n, m, model = int(p[_N]), int(p[_M]), int(p[_MODEL])
+    X, P, XN, PN, XP, PP, Y, S, LS, PHT, K, IKH, T, FJ, HJ, WA, WB, MO = _ekf_offsets(n, m)
+    numeric = p[_NUMJAC] != 0.0
+    mode = _mode(d, p, X, MO)
+    # predict: xp = f(x, u), F = df/dx at x, Pp = F P F' + Q
+    _fx(p, d, X, d, XP, u, mode)
+    if model == 0 and not numeric:
+        for i in range(n * n):
+            d[FJ + i] = p[int(p[_PA]) + i]
+    elif numeric or not model_fjac(model, d, X, p, int(p[_PC]), u, p[_DT], mode, d, FJ):
+        _fd_columns(d, p, d, X, d, FJ, n, n, WA, WB, u, mode, False)
+    _mm(d, FJ, d, P, d, T, n, n, n, False, False)
+    _mm(d, T, d, FJ, d, PP, n, n, n, True, False)
+    pq = int(p[_PQ])
+    for i in range(n * n):
+        d[PP + i] += p[pq + i]
+    # update: y = z - h(xp), H = dh/dx at xp, Joseph-form correction
+    _hx(p, d, XP, d, WA)
+    for i in range(m):
+        d[Y + i] = z[i] - d[WA + i]
+    if model == 0 and not numeric:
+        for i in range(m * n):
+            d[HJ + i] = p[int(p[_PH]) + i]
+    elif numeric or not model_hjac(model, n, m, d, XP, p, int(p[_PC]), d, HJ):
+        _fd_columns(d, p, d, XP, d, HJ, m, n, WA, WB, u, mode, True)
+    _joseph(d, d, HJ, p, int(p[_PR]), n, m, XP, PP, Y, S, LS, PHT, K, IKH, T, XN, PN)
+    return XN, PN, Y
+
+
 # ------------------------------------------------------------------ unscented Kalman filter
-# header of the UKF parameter vector
-_N, _M, _L, _MODEL, _DT, _G, _LEN, _C, _LAMN = range(9)
-_HEAD = 9
-
-
 @njit
-def _fx(model, s, so, out, oo, p, pa, pb, n, l, u):
-    """Propagate the state ``s[so:so+n]`` over one sample into ``out[oo:]``."""
-    if model == 1:                      # pendulum, explicit Euler
-        th = s[so]
-        om = s[so + 1]
-        out[oo] = th + p[_DT] * om
-        out[oo + 1] = om + p[_DT] * (-p[_G] / p[_LEN] * math.sin(th) - p[_C] * om)
-    else:
-        _mm(p, pa, s, so, out, oo, n, n, 1, False, False)
-    if l > 0:
-        _mm(p, pb, u, 0, out, oo, n, l, 1, False, True)
+def _sigmas(d, p, xo, po, lo, so, n):
+    """Sigma points of ``(x, P)`` as rows of ``d[so:]``.
 
-
-@njit
-def _hx(model, s, so, out, oo, p, ph, n, m):
-    """Measurement of the state ``s[so:so+n]`` into ``out[oo:oo+m]``."""
-    if model == 1:
-        out[oo] = s[so]
-    else:
-        _mm(p, ph, s, so, out, oo, m, n, 1, False, False)
-
-
-@njit
-def _sigmas(d, xo, po, lo, so, n, lamn):
-    """Scaled symmetric sigma points of ``(x, P)`` (rows of ``d[so:]``), Merwe's order:
-    ``x``, then ``x + col_k(L)``, then ``x - col_k(L)``, ``L L' = (n + lambda) P``."""
-    _chol(d, po, lamn, d, lo, n)
+    Merwe's scaled symmetric set: ``x``, ``x + col_k(L)``, ``x - col_k(L)``
+    with ``L L' = (n + lambda) P``; Julier's spherical simplex:
+    ``x + L chi_i`` (``i = 0 .. n+1``) with ``L L' = P`` and the unit
+    simplex ``chi`` computed at build time (:func:`simplex_points`).
+    """
+    if p[_SIMPLEX] != 0.0:
+        _chol(d, po, 1.0, d, lo, n)
+        pchi, ns = int(p[_PCHI]), int(p[_NS])
+        for i in range(ns):
+            for j in range(n):
+                s = d[xo + j]
+                for k in range(j + 1):
+                    s += d[lo + j * n + k] * p[pchi + k * ns + i]
+                d[so + i * n + j] = s
+        return
+    _chol(d, po, p[_LAMN], d, lo, n)
     for j in range(n):
         d[so + j] = d[xo + j]
     for k in range(n):
@@ -405,27 +541,24 @@ def _weighted_mean(d, so, dim, ns, p, pw, mo):
 @njit
 def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise):
     """``d[co:]`` = sum_i W_i (a_i - a_mean)(b_i - b_mean)' (na x nb), plus the matrix
-    ``p[noise:]`` when ``noise >= 0`` (Q or R)."""
-    for a in range(na):
-        for b in range(nb):
-            s = 0.0
-            for i in range(ns):
-                s += p[pw + i] * (d[ao + i * na + a] - d[am + a]) * (d[bo + i * nb + b] - d[bm + b])
-            d[co + a * nb + b] = s + p[noise + a * nb + b] if noise >= 0 else s
+    ``p[noise:]`` when ``noise >= 0`` (Q or R).  Accumulated point by point (independent
+    sums per element, in the order of the points)."""
+    for e in range(na * nb):
+        d[co + e] = 0.0
+    for i in range(ns):
+        w = p[pw + i]
+        for a in range(na):
+            da = w * (d[ao + i * na + a] - d[am + a])
+            row = co + a * nb
+            for b in range(nb):
+                d[row + b] += da * (d[bo + i * nb + b] - d[bm + b])
+    if noise >= 0:
+        for e in range(na * nb):
+            d[co + e] += p[noise + e]
 
 
 @njit
-def _ukf_step(d, p, z, u):
-    n, m, l = int(p[_N]), int(p[_M]), int(p[_L])
-    model = int(p[_MODEL])
-    ns = 2 * n + 1
-    pwm = _HEAD
-    pwc = pwm + ns
-    pa = pwc + ns
-    pb = pa + n * n
-    ph = pb + n * l
-    pq = ph + m * n
-    pr = pq + n * n
+def _ukf_offsets(n, m, ns):
     X, P = 0, n
     XN = P + n * n
     PN = XN + n
@@ -442,18 +575,28 @@ def _ukf_step(d, p, z, u):
     K = PXZ + n * m
     Y = K + n * m
     T = Y + m
+    MO = T + n * m
+    return X, P, XN, PN, SIG, SF, SH, LC, XP, PP, ZP, S, LS, PXZ, K, Y, T, MO
+
+
+@njit
+def _ukf_step(d, p, z, u):
+    n, m, ns = int(p[_N]), int(p[_M]), int(p[_NS])
+    pwm, pwc = int(p[_PWM]), int(p[_PWC])
+    X, P, XN, PN, SIG, SF, SH, LC, XP, PP, ZP, S, LS, PXZ, K, Y, T, MO = _ukf_offsets(n, m, ns)
+    mode = _mode(d, p, X, MO)
     # predict: propagate the sigma points of (x, P) and take their weighted moments
-    _sigmas(d, X, P, LC, SIG, n, p[_LAMN])
+    _sigmas(d, p, X, P, LC, SIG, n)
     for i in range(ns):
-        _fx(model, d, SIG + i * n, d, SF + i * n, p, pa, pb, n, l, u)
+        _fx(p, d, SIG + i * n, d, SF + i * n, u, mode)
     _weighted_mean(d, SF, n, ns, p, pwm, XP)
-    _weighted_cov(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, pq)
+    _weighted_cov(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, int(p[_PQ]))
     # update: fresh sigma points of the prior through the measurement
-    _sigmas(d, XP, PP, LC, SIG, n, p[_LAMN])
+    _sigmas(d, p, XP, PP, LC, SIG, n)
     for i in range(ns):
-        _hx(model, d, SIG + i * n, d, SH + i * m, p, ph, n, m)
+        _hx(p, d, SIG + i * n, d, SH + i * m)
     _weighted_mean(d, SH, m, ns, p, pwm, ZP)
-    _weighted_cov(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, pr)
+    _weighted_cov(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, int(p[_PR]))
     _weighted_cov(d, SIG, XP, n, SH, ZP, m, ns, p, pwc, PXZ, -1)
     _chol(d, S, 1.0, d, LS, m)
     for i in range(n * m):
@@ -472,71 +615,262 @@ def _ukf_step(d, p, z, u):
     return XN, PN, Y
 
 
-class UnscentedKalmanFilter(_Estimator, Block):
-    """Unscented Kalman filter with scaled symmetric sigma points (Merwe).
+def simplex_points(n: int, w0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Julier's spherical-simplex unit sigma points and their weights.
 
-    Models (``w ~ N(0, Q)``, ``v ~ N(0, R)``, ``Ts`` the block's sample time)::
+    ``W0 = w0``, ``W_i = (1 - w0) / (n + 1)`` for ``i = 1 .. n+1``; the
+    columns ``chi_i`` of the ``n x (n+2)`` matrix are built coordinate by
+    coordinate (seed 004 eq. 1.4, after Julier 2003)::
 
-        linear:    x[k] = A x[k-1] + B u[k] + w,           z = H x + v
-        pendulum:  theta[k] = theta + Ts omega
-                   omega[k] = omega + Ts (-g/L sin(theta) - c omega)   (+ B u[k])
-                   z = theta + v                          (n = 2, m = 1)
+        j = 1:  chi_0 = 0, chi_1 = -1/sqrt(2 W1), chi_2 = 1/sqrt(2 W1)
+        j > 1:  chi_0 -> [chi_0; 0], chi_i -> [chi_i; -1/sqrt(j (j+1) W1)] (i = 1..j),
+                chi_{j+1} = [0; j/sqrt(j (j+1) W1)]
 
-    the pendulum being ``theta' = omega``, ``omega' = -g/L sin(theta) - c omega``
-    discretised by explicit Euler; its state is ``[theta (rad), omega (rad/s)]``.
+    so that ``sum W_i chi_i = 0`` and ``sum W_i chi_i chi_i' = I``: the points
+    ``x + L chi_i`` (``L L' = P``) have mean ``x`` and covariance ``P``.
 
-    Sigma points: ``lambda = alpha^2 (n + kappa) - n``, ``L L' = (n + lambda) P``
-    (Cholesky, lower), ``chi = [x, x + L[:, k], x - L[:, k]]``, weights
-    ``Wm0 = lambda / (n + lambda)``, ``Wc0 = Wm0 + 1 - alpha^2 + beta``,
-    ``Wm_i = Wc_i = 1 / (2 (n + lambda))`` (computed at build time).  At each
-    sample hit: propagate the sigma points of the last posterior through the
-    model, ``xp, Pp`` their weighted mean and covariance plus ``Q``; draw new
-    sigma points from ``(xp, Pp)``, pass them through the measurement, ``zp, S``
-    their mean and covariance plus ``R``, ``Pxz`` the cross covariance;
-    ``K = Pxz S^-1``, ``x = xp + K (z - zp)``, ``P = Pp - K S K'``.  This is
-    ``filterpy.kalman.UnscentedKalmanFilter`` with ``MerweScaledSigmaPoints``,
-    ``predict()`` then ``update(z)``.  A held block with direct feedthrough.
+    Parameters
+    ----------
+    n : int
+        State dimension (>= 1).
+    w0 : float
+        Weight of the central point, ``0 <= w0 < 1``.
+
+    Returns
+    -------
+    chi : ndarray, shape (n, n + 2)
+    weights : ndarray, shape (n + 2,)
+    """
+    w1 = (1.0 - w0) / (n + 1)
+    chi = np.zeros((n, n + 2))
+    chi[0, 1] = -1.0 / math.sqrt(2.0 * w1)
+    chi[0, 2] = 1.0 / math.sqrt(2.0 * w1)
+    for j in range(2, n + 1):
+        scale = math.sqrt(j * (j + 1) * w1)
+        chi[j - 1, 1:j + 1] = -1.0 / scale
+        chi[j - 1, j + 1] = j / scale
+    return chi, np.concatenate([[w0], np.full(n + 1, w1)])
+
+
+def _weight_check(value: float) -> str | None:
+    return None if 0.0 <= value < 1.0 else "must satisfy 0 <= w0 < 1"
+
+
+NONLINEAR = dict(COMMON)
+NONLINEAR.update({
+    "states": Structural(None, kind="int", check=at_least(1),
+                         doc="number of states n (default: fixed by the model)"),
+    "measurements": Structural(None, kind="int", check=at_least(1),
+                               doc="number of measurements m (default: fixed by the model)"),
+    "controls": Structural(None, kind="int", check=at_least(0),
+                           doc="size l of the input u (default: fixed by the model, else 0)"),
+    "model": Structural("linear", kind="str", check=one_of(*MODELS),
+                        doc="process/measurement model, by name (see estimation_models.MODELS)"),
+    "coeffs": Live(None, kind="floats",
+                   doc="model coefficients in the model's order (default: its defaults)"),
+    "g": Live(9.81, unit="m/s^2", check=positive, doc="pendulum: gravity"),
+    "L": Live(1.0, unit="m", check=positive, doc="pendulum: length"),
+    "c": Live(0.0, unit="1/s", check=nonnegative, doc="pendulum: viscous damping rate"),
+})
+
+
+class _Nonlinear(_Estimator):
+    """Model selection, coefficients and parameter packing of the EKF and UKF (a mixin)."""
+
+    def _resolve_model(self) -> Model:
+        spec = MODELS[self.model]
+        for name, fixed, default in (("states", spec.states, None),
+                                     ("measurements", spec.measurements, None),
+                                     ("controls", spec.controls, 0)):
+            value = self.values[name]
+            if fixed is not None and value is not None and value != fixed:
+                raise ParamError(name, f"parameter {name!r} must be {fixed} for model "
+                                       f"{self.model!r} ({spec.doc}), got {value}")
+            if value is None:
+                if fixed is None and default is None:
+                    raise ParamError(name, f"parameter {name!r} is required for model "
+                                           f"{self.model!r} ({spec.doc})")
+                self.values[name] = fixed if fixed is not None else default
+        self.linear_model = self.model == "linear"
+        self.control_matrix = spec.control_matrix
+        self.coefficients()
+        return spec
+
+    def coefficients(self) -> np.ndarray:
+        """The model coefficients as packed (checked against the model's list)."""
+        spec = MODELS[self.model]
+        if self.model == "pendulum":
+            return np.array([self.g, self.L, self.c])
+        if self.values["coeffs"] is None:
+            return np.array([v for _, _, v in spec.coeffs], dtype=np.float64)
+        coeffs = np.asarray(self.values["coeffs"], dtype=np.float64)
+        if coeffs.size != len(spec.coeffs):
+            names = ", ".join(f"{n} ({u})" for n, u, _ in spec.coeffs) or "none"
+            raise ParamError("coeffs", f"parameter 'coeffs' of model {self.model!r} takes "
+                                       f"{len(spec.coeffs)} values [{names}], got {coeffs.size}")
+        return coeffs
+
+    def _pack(self, ns: int, lamn: float, simplex: bool, wm: np.ndarray, wc: np.ndarray,
+              chi: np.ndarray) -> np.ndarray:
+        if self.sample_time is None:
+            raise GraphError(f"{type(self).__name__}: the sample time is not known until the "
+                             "block is added to a graph")
+        self.check_matrices()
+        spec = MODELS[self.model]
+        n, m, l = self.states, self.measurements, self.controls
+        sizes = [ns, ns, chi.size, n * n, n * l, m * n, n * n, m * m, n + n * n]
+        offsets = np.cumsum([_HEAD] + sizes)
+        head = np.array([n, m, l, spec.index, self.sample_time, float(spec.control_matrix),
+                         float(getattr(self, "jacobian", "auto") == "numeric"), ns,
+                         float(simplex), lamn, *offsets], dtype=np.float64)
+        return np.concatenate([head, wm, wc, chi.ravel(), self._model_vector(),
+                               self.coefficients()])
+
+    def _sizes_for(self, extra: int) -> None:
+        self.check_matrices()
+        self.dstate = extra + 2
+        self._ports()
+
+
+class ExtendedKalmanFilter(_Nonlinear, Block):
+    """Extended Kalman filter on a registered model (analytic or finite-difference Jacobians).
+
+    Model ``x[k] = f(x[k-1], u[k]) + w``, ``z[k] = h(x[k]) + v`` with
+    ``w ~ N(0, Q)``, ``v ~ N(0, R)``; ``f``, ``h`` from the model named by
+    ``model`` (see :mod:`hapflow.blocks.estimation_models`; ``linear`` uses
+    ``A``, ``B``, ``H``).  At each sample hit, from the posterior ``(x, P)``
+    of the previous one::
+
+        xp = f(x, u[k])          F = df/dx (x, u[k])     Pp = F P F' + Q
+        y  = z[k] - h(xp)        H = dh/dx (xp)
+        S  = H Pp H' + R         K = Pp H' S^-1
+        x  = xp + K y            P = (I - K H) Pp (I - K H)' + K R K'  (Joseph form)
+
+    ``F`` and ``H`` are the model's analytic Jacobians when it has them
+    (``jacobian: auto``), else central finite differences with relative step
+    :data:`FD_STEP` (``jacobian: numeric`` forces them).  This is
+    ``filterpy.kalman.ExtendedKalmanFilter`` with ``predict_x`` replaced by
+    ``f`` and ``F`` set to the Jacobian before ``predict``, then
+    ``update(z, HJacobian, Hx)``.  Switching models choose their mode once per
+    step from the posterior mean.  A held block with direct feedthrough.
+
+    Ports
+    -----
+    z          : in, (m,), any unit        measurement
+    u          : in, (l,), any unit        input (only when ``controls`` > 0)
+    x_hat      : out, (n,), any unit       posterior estimate x[k|k]
+    P_diag     : out, (n,), any unit       diagonal of P[k|k] (units of x squared)
+    innovation : out, (m,), unit of z      z[k] - h(x[k|k-1])
+    """
+
+    params = dict(NONLINEAR)
+    params["jacobian"] = Structural("auto", kind="str", check=one_of("auto", "numeric"),
+                                    doc="auto: the model's analytic Jacobians if it has them; "
+                                        "numeric: central finite differences")
+
+    def configure(self) -> None:
+        self._resolve_model()
+        n, m = self.states, self.measurements
+        self._sizes_for(_ekf_offsets(n, m)[-1])
+
+    def pack(self) -> np.ndarray:
+        empty = np.zeros(0)
+        return self._pack(0, 0.0, False, empty, empty, empty)
+
+    @staticmethod
+    @njit
+    def init(x, d, m, p):
+        _init_from(d, p, int(p[_PX0]), int(p[_N]))
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, z, x_hat, P_diag, innovation):
+        xn, pn, y = _ekf_step(d, p, z, z)
+        _write(d, x_hat.size, z.size, xn, pn, y, x_hat, P_diag, innovation)
+
+    @staticmethod
+    @njit
+    def update(t, x, d, m, p, z):
+        _commit_mode(d, p, int(p[_N]), d.size - 2)
+
+    @staticmethod
+    @njit
+    def _output_u(t, x, d, m, p, z, u, x_hat, P_diag, innovation):
+        xn, pn, y = _ekf_step(d, p, z, u)
+        _write(d, x_hat.size, z.size, xn, pn, y, x_hat, P_diag, innovation)
+
+    @staticmethod
+    @njit
+    def _update_u(t, x, d, m, p, z, u):
+        _commit_mode(d, p, int(p[_N]), d.size - 2)
+
+
+class UnscentedKalmanFilter(_Nonlinear, Block):
+    """Unscented Kalman filter: Merwe's scaled sigma points or Julier's spherical simplex.
+
+    Model ``x[k] = f(x[k-1], u[k]) + w``, ``z[k] = h(x[k]) + v`` from the
+    model named by ``model`` (see :mod:`hapflow.blocks.estimation_models`;
+    ``linear`` uses ``A``, ``B``, ``H``; ``pendulum`` is
+    ``theta' = omega``, ``omega' = -g/L sin(theta) - c omega`` by explicit
+    Euler with state ``[theta (rad), omega (rad/s)]``, ``z = theta``).
+
+    Sigma points (weights and constant matrices computed at build time):
+
+    - ``sigma: merwe`` (2n+1 points): ``lambda = alpha^2 (n + kappa) - n``,
+      ``L L' = (n + lambda) P``, ``chi = [x, x + L[:, k], x - L[:, k]]``,
+      ``Wm0 = lambda / (n + lambda)``, ``Wc0 = Wm0 + 1 - alpha^2 + beta``,
+      ``Wm_i = Wc_i = 1 / (2 (n + lambda))`` - filterpy's
+      ``MerweScaledSigmaPoints``;
+    - ``sigma: simplex`` (n+2 points, the SS-UKF of seed 004 section 1.2.2):
+      ``x + L chi_i`` with ``L L' = P`` and Julier's spherical simplex
+      ``chi`` of :func:`simplex_points`, weights ``W0 = w0`` and
+      ``(1 - w0)/(n + 1)`` (mean and covariance alike).
+
+    At each sample hit: propagate the sigma points of the last posterior
+    through ``f``, ``xp, Pp`` their weighted mean and covariance plus ``Q``;
+    draw new sigma points from ``(xp, Pp)``, pass them through ``h``,
+    ``zp, S`` their mean and covariance plus ``R``, ``Pxz`` the cross
+    covariance; ``K = Pxz S^-1``, ``x = xp + K (z - zp)``, ``P = Pp - K S K'``.
+    This is ``filterpy.kalman.UnscentedKalmanFilter``'s ``predict()`` then
+    ``update(z)``.  A held block with direct feedthrough.
 
     Ports
     -----
     z          : in, (m,), any unit        measurement (rad for the pendulum)
-    u          : in, (l,), any unit        control input (only when ``controls`` > 0)
+    u          : in, (l,), any unit        input (only when ``controls`` > 0)
     x_hat      : out, (n,), any unit       posterior estimate x[k|k]
     P_diag     : out, (n,), any unit       diagonal of P[k|k] (variances, units of x squared)
     innovation : out, (m,), unit of z      z[k] - zp (predicted measurement mean)
     """
 
-    params = dict(COMMON)
+    params = dict(NONLINEAR)
     params.update({
-        "model": Structural("linear", kind="str", check=one_of(*MODELS),
-                            doc="process/measurement model: linear (A, B, H) or pendulum"),
-        "alpha": Live(1e-3, check=positive, doc="sigma-point spread"),
-        "beta": Live(2.0, check=nonnegative, doc="prior knowledge of the distribution (2: Gaussian)"),
-        "kappa": Live(0.0, doc="secondary scaling (often 0 or 3 - n)"),
-        "g": Live(9.81, unit="m/s^2", check=positive, doc="pendulum: gravity"),
-        "L": Live(1.0, unit="m", check=positive, doc="pendulum: length"),
-        "c": Live(0.0, unit="1/s", check=nonnegative, doc="pendulum: viscous damping rate"),
+        "sigma": Structural("merwe", kind="str", check=one_of("merwe", "simplex"),
+                            doc="sigma-point set: merwe (2n+1 scaled symmetric) or simplex "
+                                "(n+2 spherical simplex)"),
+        "alpha": Live(1e-3, check=positive, doc="merwe: sigma-point spread"),
+        "beta": Live(2.0, check=nonnegative,
+                     doc="merwe: prior knowledge of the distribution (2: Gaussian)"),
+        "kappa": Live(0.0, doc="merwe: secondary scaling (often 0 or 3 - n)"),
+        "w0": Live(0.5, check=_weight_check, doc="simplex: weight of the central point"),
     })
 
     def configure(self) -> None:
-        self.linear_model = self.model == "linear"
-        if self.model == "pendulum":
-            for name, want in (("states", 2), ("measurements", 1)):
-                if self.values[name] != want:
-                    raise ParamError(name, f"parameter {name!r} must be {want} for model "
-                                           f"'pendulum' (state [theta, omega], measurement "
-                                           f"theta), got {self.values[name]}")
-        self.check_matrices()
+        self._resolve_model()
         self._weights()
         n, m = self.states, self.measurements
-        ns = 2 * n + 1
-        self.dstate = (2 * (n + n * n) + 2 * ns * n + ns * m + n * n + n + n * n + m
-                       + 2 * m * m + 2 * n * m + m + n * m)
-        self._ports()
+        self._sizes_for(_ukf_offsets(n, m, self.sigma_count())[-1])
+
+    def sigma_count(self) -> int:
+        """Number of sigma points: ``2 n + 1`` (merwe) or ``n + 2`` (simplex)."""
+        return self.states + 2 if self.sigma == "simplex" else 2 * self.states + 1
 
     def _weights(self) -> tuple[float, np.ndarray, np.ndarray]:
-        """``(n + lambda, Wm, Wc)`` of the scaled sigma points."""
+        """``(n + lambda, Wm, Wc)`` (``n + lambda`` is 0 for the simplex set)."""
         n = self.states
+        if self.sigma == "simplex":
+            w = simplex_points(n, self.w0)[1]
+            return 0.0, w, w.copy()
         lam = self.alpha ** 2 * (n + self.kappa) - n
         if not n + lam > 0.0:
             raise ParamError("kappa", f"alpha^2 (n + kappa) = {n + lam:g} must be > 0 "
@@ -548,26 +882,20 @@ class UnscentedKalmanFilter(_Estimator, Block):
         return n + lam, wm, wc
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and covariance weights ``(Wm, Wc)`` of the ``2 n + 1`` sigma points."""
+        """Mean and covariance weights ``(Wm, Wc)`` of the sigma points."""
         _, wm, wc = self._weights()
         return wm, wc
 
     def pack(self) -> np.ndarray:
-        if self.sample_time is None:
-            raise GraphError("UnscentedKalmanFilter: the sample time is not known until the "
-                             "block is added to a graph")
-        self.check_matrices()
         lamn, wm, wc = self._weights()
-        head = np.array([self.states, self.measurements, self.controls,
-                         MODELS.index(self.model), self.sample_time, self.g, self.L, self.c,
-                         lamn], dtype=np.float64)
-        return np.concatenate([head, wm, wc, self._model_vector()])
+        simplex = self.sigma == "simplex"
+        chi = simplex_points(self.states, self.w0)[0] if simplex else np.zeros(0)
+        return self._pack(wm.size, lamn, simplex, wm, wc, chi)
 
     @staticmethod
     @njit
     def init(x, d, m, p):
-        n, nm, nl = int(p[_N]), int(p[_M]), int(p[_L])
-        _init_from(d, p, _HEAD + 2 * (2 * n + 1) + 2 * n * n + n * nl + nm * n + nm * nm, n)
+        _init_from(d, p, int(p[_PX0]), int(p[_N]))
 
     @staticmethod
     @njit
@@ -578,7 +906,7 @@ class UnscentedKalmanFilter(_Estimator, Block):
     @staticmethod
     @njit
     def update(t, x, d, m, p, z):
-        _commit(d, p, int(p[_N]))
+        _commit_mode(d, p, int(p[_N]), d.size - 2)
 
     @staticmethod
     @njit
@@ -589,4 +917,4 @@ class UnscentedKalmanFilter(_Estimator, Block):
     @staticmethod
     @njit
     def _update_u(t, x, d, m, p, z, u):
-        _commit(d, p, int(p[_N]))
+        _commit_mode(d, p, int(p[_N]), d.size - 2)

@@ -1,0 +1,294 @@
+"""Process and measurement models of the nonlinear Kalman filters, registered by name.
+
+A graph selects a model with the ``model`` parameter of
+:class:`~hapflow.blocks.estimation.ExtendedKalmanFilter` or
+:class:`~hapflow.blocks.estimation.UnscentedKalmanFilter`.  Each model is a
+set of ``@njit`` functions over flat arrays (no allocation):
+
+- ``f(s, so, out, oo, p, pc, u, dt, mode)``: the state ``s[so:so+n]`` one
+  sample ``dt`` ahead into ``out[oo:oo+n]``, with the input ``u`` of the
+  current sample and the model coefficients at ``p[pc:]``;
+- ``h(s, so, out, oo, p, pc)``: the predicted measurement into ``out[oo:]``;
+- optionally ``fjac(s, so, p, pc, u, dt, mode, jac, jo)`` and
+  ``hjac(s, so, p, pc, jac, jo)``: analytic Jacobians (row-major into
+  ``jac[jo:]``); a model without them gets central finite differences;
+- optionally ``mode(s, so, p, pc, previous) -> int``: a switching rule
+  evaluated once per sample on the posterior mean (the hysteresis of the
+  kinematic models near singular configurations).
+
+:data:`MODELS` lists them with their sizes and coefficients; the ``linear``
+model (matrices ``A``, ``B``, ``H``) is handled by the filters themselves.
+The dispatch functions below select a model by its index with a chain of
+branches that numba resolves in the compiled kernel.
+
+Kinematic models (seed 004 chapter 2) take measured accelerations as the
+input ``u`` and encoder angles as the measurement.  Their accelerations are
+states: each step predicts position and speed with the previous
+acceleration (``theta + dt omega + dt^2/2 alpha``, ``omega + dt alpha``),
+solves the acceleration constraint at that prediction with the current
+accelerometer sample for the new acceleration ``alpha_k``, and advances the
+speed by the trapezoidal rule ``omega + dt (alpha + alpha_k) / 2`` - the
+"kinematic equations with numerical derivative" scheme of its section
+2.2.1.3, whose model noise on ``alpha`` is the random-walk term.
+
+The slider-crank KKF switches (seed 004 section 2.2.2) when the crank comes
+within ``band`` of a dead centre (``|theta - phi|`` mod ``pi``, where the
+slider acceleration says nothing about the crank acceleration) and switches
+back beyond ``band + hysteresis``.  In that mode the acceleration is a pure
+random walk (held), and the accelerometer constrains the speed instead:
+``omega^2 = (u - xs' alpha) / xs''`` (``xs''`` does not vanish at the dead
+centres), keeping the sign of the predicted speed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from numba import njit
+
+from .multibody import crank_kinematics, crank_singularity, crank_terms
+
+
+@dataclass(frozen=True)
+class Model:
+    """A registered estimation model.
+
+    Attributes
+    ----------
+    index : int
+        Number used by the compiled dispatch.
+    states, measurements, controls : int or None
+        Fixed sizes (None: any, as set by the block's parameters).
+    coeffs : tuple of (name, unit, default)
+        Model coefficients, packed in this order.
+    jacobian : bool
+        True if analytic Jacobians are provided.
+    control_matrix : bool
+        True if the control enters as ``+ B u`` (the block's ``B``).
+    doc : str
+        One line for error messages and the block reference.
+    """
+
+    index: int
+    states: int | None
+    measurements: int | None
+    controls: int | None
+    coeffs: tuple[tuple[str, str, float], ...]
+    jacobian: bool
+    control_matrix: bool
+    doc: str
+
+
+_CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
+_MASSES = (("mc", "kg", 1.872), ("mr", "kg", 3.744), ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
+
+MODELS: dict[str, Model] = {
+    "linear": Model(0, None, None, None, (), True, True,
+                    "x[k] = A x[k-1] + B u[k], z = H x"),
+    "pendulum": Model(1, 2, 1, None, (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0)),
+                      True, True,
+                      "damped pendulum [theta, omega], explicit Euler (+ B u), z = theta"),
+    "slider_crank_kkf": Model(2, 3, 1, 1, _CRANK + (("band", "rad", 0.3),
+                                                    ("hysteresis", "rad", 0.05)), False, False,
+                              "slider-crank KKF [theta, omega, alpha], u = slider acceleration, "
+                              "z = crank angle, switching near dead centres"),
+    "slider_crank_force": Model(3, 2, 1, 3, _CRANK + _MASSES, True, False,
+                                "slider-crank force observer [T, F], u = [theta, omega, alpha] "
+                                "from a KKF, z = crank torque, F a random walk"),
+    "slider_crank_benchmark": Model(4, 4, 2, 1, _CRANK + _MASSES, False, False,
+                                    "slider-crank dynamic observer [theta, omega, alpha, F], "
+                                    "u = crank torque, z = [theta, slider acceleration]"),
+    "two_link_kkf": Model(5, 6, 2, 2, (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2)),
+                          True, False,
+                          "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
+                          "u = tangential link accelerations, z = joint angles"),
+}
+
+
+# ------------------------------------------------------------------ pendulum
+@njit
+def _pendulum_f(s, so, out, oo, p, pc, dt):
+    th, om = s[so], s[so + 1]
+    out[oo] = th + dt * om
+    out[oo + 1] = om + dt * (-p[pc] / p[pc + 1] * math.sin(th) - p[pc + 2] * om)
+
+
+@njit
+def _pendulum_fjac(s, so, p, pc, dt, jac, jo):
+    jac[jo] = 1.0
+    jac[jo + 1] = dt
+    jac[jo + 2] = -dt * p[pc] / p[pc + 1] * math.cos(s[so])
+    jac[jo + 3] = 1.0 - dt * p[pc + 2]
+
+
+# ------------------------------------------------------------------ kinematic predictor
+@njit
+def _advance(s, so, out, oo, k, dt, alpha_new, j):
+    """Coordinate ``j`` of a ``k``-dof ``[q, q', q'']`` state: trapezoidal speed, new
+    acceleration ``alpha_new``."""
+    q, v, a = s[so + j], s[so + k + j], s[so + 2 * k + j]
+    out[oo + j] = q + dt * v + 0.5 * dt * dt * a
+    out[oo + k + j] = v + 0.5 * dt * (a + alpha_new)
+    out[oo + 2 * k + j] = alpha_new
+
+
+# ------------------------------------------------------------------ slider-crank
+@njit
+def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode):
+    th, om, al = s[so], s[so + 1], s[so + 2]
+    thp = th + dt * om + 0.5 * dt * dt * al
+    omp = om + dt * al
+    kin = crank_kinematics(thp, p[pc], p[pc + 1], p[pc + 2])
+    if mode == 1:
+        # near a dead centre: acceleration a random walk; the slider acceleration
+        # u = xs' alpha + xs'' omega^2 is then a constraint on the speed instead
+        _advance(s, so, out, oo, 1, dt, al, 0)
+        sq = (u[0] - kin[4] * al) / kin[5]
+        if sq > 0.0:
+            out[oo + 1] = math.copysign(math.sqrt(sq), omp)
+        return
+    _advance(s, so, out, oo, 1, dt, (u[0] - kin[5] * omp * omp) / kin[4], 0)
+
+
+@njit
+def _crank_kkf_mode(s, so, p, pc, previous):
+    dist = crank_singularity(s[so], p[pc], p[pc + 1], p[pc + 2])
+    if previous == 0:
+        return 1 if dist <= p[pc + 3] else 0
+    return 0 if dist > p[pc + 3] + p[pc + 4] else 1
+
+
+@njit
+def _crank_force_f(s, so, out, oo, p, pc, u, dt):
+    mass, cor, grav, dxs = crank_terms(u[0], p[pc], p[pc + 1], p[pc + 2], p[pc + 3], p[pc + 4],
+                                       p[pc + 5], p[pc + 6])
+    out[oo] = mass * u[2] + cor * u[1] * u[1] + grav - s[so + 1] * dxs
+    out[oo + 1] = s[so + 1]
+
+
+@njit
+def _crank_force_fjac(s, so, p, pc, u, jac, jo):
+    dxs = crank_kinematics(u[0], p[pc], p[pc + 1], p[pc + 2])[4]
+    jac[jo] = 0.0
+    jac[jo + 1] = -dxs
+    jac[jo + 2] = 0.0
+    jac[jo + 3] = 1.0
+
+
+@njit
+def _crank_bench_f(s, so, out, oo, p, pc, u, dt):
+    th, om, al, force = s[so], s[so + 1], s[so + 2], s[so + 3]
+    thp = th + dt * om + 0.5 * dt * dt * al
+    omp = om + dt * al
+    mass, cor, grav, dxs = crank_terms(thp, p[pc], p[pc + 1], p[pc + 2], p[pc + 3], p[pc + 4],
+                                       p[pc + 5], p[pc + 6])
+    _advance(s, so, out, oo, 1, dt, (u[0] - cor * omp * omp - grav + force * dxs) / mass, 0)
+    out[oo + 3] = force
+
+
+@njit
+def _crank_bench_h(s, so, out, oo, p, pc):
+    kin = crank_kinematics(s[so], p[pc], p[pc + 1], p[pc + 2])
+    out[oo] = s[so]
+    out[oo + 1] = kin[4] * s[so + 2] + kin[5] * s[so + 1] * s[so + 1]
+
+
+# ------------------------------------------------------------------ two-link planar arm
+@njit
+def _two_link_alpha2(th2, om1, a1, a2, l1, d1, d2):
+    """Elbow acceleration from the two tangential accelerometers (seed 004 eq. 2.24)."""
+    return -a1 * (l1 * math.cos(th2) + d2) / (d1 * d2) + (a2 - l1 * math.sin(th2) * om1 * om1) / d2
+
+
+@njit
+def _two_link_f(s, so, out, oo, p, pc, u, dt):
+    l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
+    th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
+    om1p = s[so + 2] + dt * s[so + 4]
+    _advance(s, so, out, oo, 2, dt, u[0] / d1, 0)
+    _advance(s, so, out, oo, 2, dt, _two_link_alpha2(th2p, om1p, u[0], u[1], l1, d1, d2), 1)
+
+
+@njit
+def _two_link_fjac(s, so, p, pc, u, dt, jac, jo):
+    l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
+    th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
+    om1p = s[so + 2] + dt * s[so + 4]
+    g1 = u[0] * l1 * math.sin(th2p) / (d1 * d2) - l1 * math.cos(th2p) * om1p * om1p / d2
+    g2 = -2.0 * l1 * math.sin(th2p) * om1p / d2
+    # d alpha2_new / d [th1, th2, om1, om2, al1, al2]
+    da = (0.0, g1, g2, g1 * dt, g2 * dt, g1 * 0.5 * dt * dt)
+    for i in range(36):
+        jac[jo + i] = 0.0
+    for j in range(2):
+        jac[jo + j * 6 + j] = 1.0
+        jac[jo + j * 6 + 2 + j] = dt
+        jac[jo + j * 6 + 4 + j] = 0.5 * dt * dt
+        jac[jo + (2 + j) * 6 + 2 + j] = 1.0
+        jac[jo + (2 + j) * 6 + 4 + j] = 0.5 * dt
+    for i in range(6):
+        jac[jo + 3 * 6 + i] += 0.5 * dt * da[i]
+        jac[jo + 5 * 6 + i] = da[i]
+
+
+# ------------------------------------------------------------------ dispatch
+@njit
+def model_f(model, s, so, out, oo, p, pc, u, dt, mode):
+    """Propagate with model ``model`` (index >= 1; see :data:`MODELS`)."""
+    if model == 1:
+        _pendulum_f(s, so, out, oo, p, pc, dt)
+    elif model == 2:
+        _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode)
+    elif model == 3:
+        _crank_force_f(s, so, out, oo, p, pc, u, dt)
+    elif model == 4:
+        _crank_bench_f(s, so, out, oo, p, pc, u, dt)
+    elif model == 5:
+        _two_link_f(s, so, out, oo, p, pc, u, dt)
+
+
+@njit
+def model_h(model, s, so, out, oo, p, pc):
+    """Predicted measurement of model ``model`` (index >= 1)."""
+    if model == 4:
+        _crank_bench_h(s, so, out, oo, p, pc)
+    elif model == 5:
+        out[oo] = s[so]
+        out[oo + 1] = s[so + 1]
+    else:                                      # pendulum, slider-crank KKF and force: first state
+        out[oo] = s[so]
+
+
+@njit
+def model_fjac(model, s, so, p, pc, u, dt, mode, jac, jo):
+    """Analytic state Jacobian into ``jac[jo:]``; False if the model has none."""
+    if model == 1:
+        _pendulum_fjac(s, so, p, pc, dt, jac, jo)
+        return True
+    if model == 3:
+        _crank_force_fjac(s, so, p, pc, u, jac, jo)
+        return True
+    if model == 5:
+        _two_link_fjac(s, so, p, pc, u, dt, jac, jo)
+        return True
+    return False
+
+
+@njit
+def model_hjac(model, n, m, s, so, p, pc, jac, jo):
+    """Analytic measurement Jacobian (m x n) into ``jac[jo:]``; False if the model has none."""
+    if model == 4:
+        return False
+    for i in range(m * n):
+        jac[jo + i] = 0.0
+    for i in range(m):                         # the others measure their first m states
+        jac[jo + i * n + i] = 1.0
+    return True
+
+
+@njit
+def model_mode(model, s, so, p, pc, previous):
+    """Switching mode for the next step (0 = nominal model)."""
+    if model == 2:
+        return _crank_kkf_mode(s, so, p, pc, previous)
+    return 0
