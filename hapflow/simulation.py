@@ -10,11 +10,14 @@ bar.  Memory stays bounded when recording to a file, however long the run.
 from __future__ import annotations
 
 import re
+import signal
 import sys
+import threading
 import time as _time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numba
 import numpy as np
@@ -234,12 +237,13 @@ class Simulation:
         if self._drained == end:
             return
         t0, t1 = self._drained / self.graph.rate, end / self.graph.rate
-        for name in self.sinks:
-            slots = self.layout.blocks[name]
-            d, m = slots["d"], slots["m"]
-            self.graph.nodes[name].block.drain(self.arrays["d"][d.start:d.stop],
-                                               self.arrays["m"][m.start:m.stop], t0, t1)
-        self._drained = end
+        with deferred_interrupt():               # every sink gets the chunk, or none does
+            for name in self.sinks:
+                slots = self.layout.blocks[name]
+                d, m = slots["d"], slots["m"]
+                self.graph.nodes[name].block.drain(self.arrays["d"][d.start:d.stop],
+                                                   self.arrays["m"][m.start:m.stop], t0, t1)
+            self._drained = end
 
     def close(self, status: str = "complete", tick: int | None = None) -> None:
         """Drain what is left, then call every sink's :meth:`Block.close` (all, even if one fails).
@@ -384,6 +388,31 @@ class Simulation:
             result.time = np.concatenate(times) if times else np.zeros(0)
             result.signals = {k: np.concatenate([c[k] for c in kept]) for k in (kept[0] if kept else {})}
         return result
+
+
+@contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block is done, then deliver it to the previous handler.
+
+    A Ctrl-C in the middle of draining the sinks would leave one sink's
+    buffer emptied and the next one's not; held, it arrives between chunks
+    (Python's default handler raises KeyboardInterrupt then; the HIL
+    runner's handler sets its stop flag).  Only the main thread can install
+    signal handlers; elsewhere this is a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)
+    elif caught and previous != signal.SIG_IGN:
+        raise KeyboardInterrupt
 
 
 class _NoBar:

@@ -275,9 +275,12 @@ class HilRunner:
             settings.restore()
             loop.shutdown()
             _restore_signals(handlers)
+            status = ("complete" if loop.event is None and loop.done == total else
+                      "safety" if loop.event else "error")
+            if self.sim.sinks:
+                self.sim.close("complete" if status == "complete" else "interrupted",
+                               tick=loop.done)
             if rec is not None:
-                status = ("complete" if loop.event is None and loop.done == total else
-                          "safety" if loop.event else "error")
                 rec.finish(status, realtime=settings.summary(), cpu_percent=cpu,
                            overruns=loop.overruns, **_event_attrs(loop.event))
         timing = loop.kept_timing()
@@ -485,6 +488,8 @@ class _Loop:
             if cut:
                 break
             if j == len(buf.rows):
+                if r.sim.sinks:
+                    r.sim.drain(tick=tick + 1)    # MIDI/sound sinks, once per chunk (their limit)
                 if rec is None:
                     break
                 rec.send(which)                   # the writer process appends it
