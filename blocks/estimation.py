@@ -677,6 +677,21 @@ NONLINEAR.update({
 class _Nonlinear(_Estimator):
     """Model selection, coefficients and parameter packing of the EKF and UKF (a mixin)."""
 
+    @staticmethod
+    @njit
+    def init(x, d, m, p):
+        _init_from(d, p, int(p[_PX0]), int(p[_N]))
+
+    @staticmethod
+    @njit
+    def update(t, x, d, m, p, z):
+        _commit_mode(d, p, int(p[_N]), d.size - 2)
+
+    @staticmethod
+    @njit
+    def _update_u(t, x, d, m, p, z, u):
+        _commit_mode(d, p, int(p[_N]), d.size - 2)
+
     def _resolve_model(self) -> Model:
         spec = MODELS[self.model]
         for name, fixed, default in (("states", spec.states, None),
@@ -779,30 +794,15 @@ class ExtendedKalmanFilter(_Nonlinear, Block):
 
     @staticmethod
     @njit
-    def init(x, d, m, p):
-        _init_from(d, p, int(p[_PX0]), int(p[_N]))
-
-    @staticmethod
-    @njit
     def output(t, x, d, m, p, z, x_hat, P_diag, innovation):
         xn, pn, y = _ekf_step(d, p, z, z)
         _write(d, x_hat.size, z.size, xn, pn, y, x_hat, P_diag, innovation)
 
     @staticmethod
     @njit
-    def update(t, x, d, m, p, z):
-        _commit_mode(d, p, int(p[_N]), d.size - 2)
-
-    @staticmethod
-    @njit
     def _output_u(t, x, d, m, p, z, u, x_hat, P_diag, innovation):
         xn, pn, y = _ekf_step(d, p, z, u)
         _write(d, x_hat.size, z.size, xn, pn, y, x_hat, P_diag, innovation)
-
-    @staticmethod
-    @njit
-    def _update_u(t, x, d, m, p, z, u):
-        _commit_mode(d, p, int(p[_N]), d.size - 2)
 
 
 class UnscentedKalmanFilter(_Nonlinear, Block):
@@ -894,27 +894,12 @@ class UnscentedKalmanFilter(_Nonlinear, Block):
 
     @staticmethod
     @njit
-    def init(x, d, m, p):
-        _init_from(d, p, int(p[_PX0]), int(p[_N]))
-
-    @staticmethod
-    @njit
     def output(t, x, d, m, p, z, x_hat, P_diag, innovation):
         xn, pn, y = _ukf_step(d, p, z, z)
         _write(d, x_hat.size, z.size, xn, pn, y, x_hat, P_diag, innovation)
 
     @staticmethod
     @njit
-    def update(t, x, d, m, p, z):
-        _commit_mode(d, p, int(p[_N]), d.size - 2)
-
-    @staticmethod
-    @njit
     def _output_u(t, x, d, m, p, z, u, x_hat, P_diag, innovation):
         xn, pn, y = _ukf_step(d, p, z, u)
         _write(d, x_hat.size, z.size, xn, pn, y, x_hat, P_diag, innovation)
-
-    @staticmethod
-    @njit
-    def _update_u(t, x, d, m, p, z, u):
-        _commit_mode(d, p, int(p[_N]), d.size - 2)

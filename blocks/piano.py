@@ -114,6 +114,20 @@ def finger_force(s, acc, fkh, q, p):
 
 
 @njit
+def _hammer_outputs(x, d, m, hammer, hammer_vel, strike, strike_time, release_time, catch_time,
+                    strikes, mode):
+    """The outputs both models share: hammer state, strike pulse, event times and counts."""
+    hammer[0] = x[2]
+    hammer_vel[0] = x[3]
+    strike[0] = d[_PULSE]
+    strike_time[0] = d[_T_STRIKE]
+    release_time[0] = d[_T_RELEASE]
+    catch_time[0] = d[_T_CATCH]
+    strikes[0] = m[1]
+    mode[0] = m[0]
+
+
+@njit
 def _strike(t, x, d, m):
     """Elastic string strike: reverse the hammer's angular velocity, emit the note."""
     x[3] = -x[3]
@@ -221,14 +235,8 @@ class PianoActionA(Block):
         force[0] = finger_force(s, key_acc[0], fkh, x[2], p)
         contact_force[0] = fkh
         indicator[0] = fkh if m[0] == RIDING else -shank_offset(s, x[2], p)
-        hammer[0] = x[2]
-        hammer_vel[0] = x[3]
-        strike[0] = d[_PULSE]
-        strike_time[0] = d[_T_STRIKE]
-        release_time[0] = d[_T_RELEASE]
-        catch_time[0] = d[_T_CATCH]
-        strikes[0] = m[1]
-        mode[0] = m[0]
+        _hammer_outputs(x, d, m, hammer, hammer_vel, strike, strike_time, release_time,
+                        catch_time, strikes, mode)
 
     @staticmethod
     @njit
@@ -383,14 +391,8 @@ class PianoActionB(Block):
         contact_force[0] = max(fkh, 0.0) if m[0] == RIDING and delta > 0.0 else 0.0
         indicator[0] = fkh if m[0] == RIDING else -delta
         key_angle[0] = x[0]
-        hammer[0] = x[2]
-        hammer_vel[0] = x[3]
-        strike[0] = d[_PULSE]
-        strike_time[0] = d[_T_STRIKE]
-        release_time[0] = d[_T_RELEASE]
-        catch_time[0] = d[_T_CATCH]
-        strikes[0] = m[1]
-        mode[0] = m[0]
+        _hammer_outputs(x, d, m, hammer, hammer_vel, strike, strike_time, release_time,
+                        catch_time, strikes, mode)
 
     @staticmethod
     @njit
