@@ -249,18 +249,7 @@ def _kf_step(d, p, z, u):
     ph = pb + n * l
     pq = ph + m * n
     pr = pq + n * n
-    X, P = 0, n
-    XN = P + n * n
-    PN = XN + n
-    XP = PN + n * n
-    PP = XP + n
-    Y = PP + n * n
-    S = Y + m
-    LS = S + m * m
-    PHT = LS + m * m
-    K = PHT + n * m
-    IKH = K + n * m
-    T = IKH + n * n
+    X, P, XN, PN, XP, PP, Y, S, LS, PHT, K, IKH, T = _ekf_offsets(n, m)[:13]
     # predict: xp = A x + B u, Pp = A P A' + Q
     _mm(p, pa, d, X, d, XP, n, n, 1, False, False)
     if l > 0:
@@ -447,6 +436,7 @@ def _fd_columns(d, p, x, xo, jac, jo, rows, n, wa, wb, u, mode, meas):
 
 @njit
 def _ekf_offsets(n, m):
+    """Offsets of the state and work matrices in ``d`` (the linear KF uses the first 13)."""
     X, P = 0, n
     XN = P + n * n
     PN = XN + n
