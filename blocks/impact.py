@@ -12,21 +12,25 @@ time and ball velocity — and the map is
    velocity ``vp``, ``v_{j+1} = vp + e (vp - v-)`` and the impulse
    ``J_{j+1} = m (1 + e)(vp - v-)``.
 
-The parameter is appended to the state, ``z = (v, e)`` (``e' = e``), and the
-measured outputs are the impact times and impulses (what a force sensor under
-the paddle gives: the time and the integral of each force spike).  The
-Newton observer of Moraal & Grizzle works on the N-lifted system: the last N
-impacts (times ``t_0..t_{N-1}``, impulses ``J_0..J_{N-1}``) are predicted
-from ``z`` at the window's first impact,
+The parameter is appended to the state (``e' = e``) and the measured
+outputs are the impact times and impulses (what a force sensor under the
+paddle gives: the time and the integral of each force spike).  The Newton
+observer of Moraal & Grizzle inverts the N-lifted map — the last N impacts
+predicted from the state at the window's first — with Newton steps on the
+stacked output errors.  Lifting one chaotic map over N flights makes that
+inversion ill-conditioned as soon as the data are noisy (an error in the
+first state grows flight after flight), so the lifted window is solved by
+multiple shooting: every impact ``j`` of the window carries its own node
+``v_j`` (started each time from the measured impulse,
+``v_j = vp + e J_j / (m (1 + e))``), and with ``e`` the unknowns are fitted to
 
-    H(z) = ((t^_1 - t_1)/sigma_t, ..., (t^_{N-1} - t_{N-1})/sigma_t,
-            (J^_0 - J_0)/sigma_J, ..., (J^_{N-1} - J_{N-1})/sigma_J)
+    (J^_0 - J_0) / sigma_J,  and per flight j -> j+1:
+    (t^_{j+1} - t_{j+1}) / sigma_t,  (J^_{j+1} - J_{j+1}) / sigma_J,  (v^_{j+1} - v_{j+1}) / sigma_v
 
-(``2N - 1`` rows for 2 unknowns, so the pseudo-inverse — Gauss-Newton — is
-used), and at each new impact ``z <- Theta^d(F(z))``: the estimate is
-carried one impact forward by the map and corrected by ``d`` Newton steps
-``z <- z - pinv(dH/dz) H(z)``.  The Jacobian is taken by central differences
-of the map itself, i.e. the sensitivities of the impact map.
+(the last row is the map's continuity, nearly a constraint).  ``d``
+Levenberg-damped Gauss-Newton steps run at each new impact, starting from
+the current ``e``; the Jacobian comes from forward differences of the map
+itself, i.e. the sensitivities of the impact map.
 
 The paddle's measured motion (position and velocity every tick) is kept in a
 ring buffer and interpolated between ticks with cubic Hermite polynomials,
@@ -238,12 +242,14 @@ class RestitutionObserver(Block):
     Inputs are what a rig measures: the paddle's position and velocity every
     tick, and for each impact its time and impulse (the force spike's time
     and integral; a new impact is an ``impact_time`` different from the
-    previous tick's, the value at the first tick being the baseline).  From the second impact on, every impact runs the Newton observer
-    of the module docstring (``iterations`` Gauss-Newton steps) on the
-    impacts so far, up to the last ``window``: the first single-flight
-    windows are nearly linear, so Newton converges from a rough ``e0``, and
-    the longer windows then refine the estimate.  ``buffer`` ticks
-    of paddle motion are kept: it must cover the window (a few flights).
+    previous tick's, the value at the first tick being the baseline).  From
+    the second impact on, every impact runs the Newton observer of the
+    module docstring (``iterations`` Gauss-Newton steps) on the impacts so
+    far, up to the last ``window``: the first single-flight windows are
+    nearly linear, so Newton converges from a rough ``e0``, and the longer
+    windows average the noise.  ``buffer`` ticks of paddle motion are kept:
+    it must cover the window (a few flights).  Resting contact (a ball that
+    stops bouncing) is not an impact and must not be reported as one.
 
     Ports
     -----
