@@ -77,16 +77,43 @@ class Graph:
                  max_events: int = 8, where: Where | None = None):
         self.where = where or Where()
         self.name = name
-        self.rate = self._positive("rate", rate, "Hz")
+        self.nodes: dict[str, Node] = {}
+        self.rate = rate
         self.duration = self._positive("duration", duration, "s")
         self.seed = int(seed)
         self.solver = self._choice("solver", solver, SOLVERS)
         self.events = self._choice("events", events, EVENT_MODES)
         self.max_events = int(max_events)
-        self.nodes: dict[str, Node] = {}
         self.wires: list[Wire] = []
         self.recorded: list[tuple[str, str]] = []
         self.hardware: dict[str, Any] = {}
+
+    @property
+    def rate(self) -> float:
+        """Base rate in Hz; setting it re-derives every block's divider and sample time."""
+        return self._rate
+
+    @rate.setter
+    def rate(self, value: float) -> None:
+        old = getattr(self, "_rate", None)
+        self._rate = self._positive("rate", value, "Hz")
+        try:
+            self._retime()
+        except GraphError:
+            self._rate = old
+            self._retime()
+            raise
+
+    def _retime(self) -> None:
+        """Dividers and sample times of every block from the base rate (blocks keep their rates)."""
+        for node in self.nodes.values():
+            divider = self._divider(node.name, node.rate, node.where)
+            if node.offset >= divider:
+                raise GraphError(f"block {node.name!r}: tick offset {node.offset} needs a rate "
+                                 f"divider above it, and {self._rate:g} Hz gives {divider}",
+                                 node.where, block=node.name, key="offset")
+            node.divider = divider
+            node.block.sample_time = divider / self._rate
 
     def _positive(self, key: str, value: Any, unit: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) \

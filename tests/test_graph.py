@@ -1,0 +1,32 @@
+"""Graph: changing the base rate after blocks are added re-derives their timing."""
+import numpy as np
+import pytest
+
+import hapflow as hf
+
+
+def build(rate, diff_rate=250.0):
+    g = hf.Graph(name="rate", rate=rate, duration=0.5)
+    g.add("src", hf.blocks.Sine(amplitude=1.0, frequency=3.0, unit="m"))
+    g.add("diff", hf.blocks.Differentiator(unit="m/s"), rate=diff_rate)
+    g.wire("src.y -> diff.u")
+    g.record("diff.y")
+    return g
+
+
+def test_setting_the_rate_gives_the_graph_built_at_that_rate():
+    changed = build(1000.0)
+    changed.rate = 4000.0                          # the 250 Hz block keeps its rate
+    assert changed.nodes["diff"].divider == 16
+    assert changed.nodes["diff"].block.sample_time == pytest.approx(4e-3)
+    a = hf.Simulation(changed).run(progress=False)["diff.y"]
+    b = hf.Simulation(build(4000.0)).run(progress=False)["diff.y"]
+    assert a.shape == (2000, 1) and np.array_equal(a, b)
+
+
+def test_a_rate_that_a_block_rate_does_not_divide_is_refused_and_nothing_changes():
+    g = build(1000.0)
+    with pytest.raises(hf.GraphError, match="rate"):
+        g.rate = 1100.0
+    assert g.rate == 1000.0 and g.nodes["diff"].divider == 4
+    assert g.nodes["diff"].block.sample_time == pytest.approx(4e-3)
