@@ -85,10 +85,12 @@ class SimDaq(Backend):
             deadline, skipped = self.pacer.deadline, 0
             self.pacer.deadline += self.pacer.period
         self._edge = deadline + skipped * self.pacer.period
-        for _ in range(skipped + 1):
+        late, dropped = 0.0, False
+        for _ in range(skipped + 1):            # timing faults of skipped edges count too
             rig.exchange(self._ao, self._do, self._ai, self._counts)
             self.edges += 1
-        late, dropped = rig.timing_fault(rig.tick - 1)
+            edge_late, edge_dropped = rig.timing_fault(rig.tick - 1)
+            late, dropped = max(late, edge_late), dropped or edge_dropped
         if late > 0.0:
             _hold(late)
         return skipped > 0 or dropped
