@@ -13,8 +13,6 @@ paddle at t = 0).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 

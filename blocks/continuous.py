@@ -1,7 +1,6 @@
 """Continuous-time linear blocks integrated by the global solver."""
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block

@@ -1,7 +1,6 @@
 """Lumped mechanical devices with continuous state (SI units)."""
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block

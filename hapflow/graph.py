@@ -16,7 +16,6 @@ import networkx as nx
 
 from .block import Block, ParamError
 from .errors import GraphError, Where, suggest, valid_list
-from .ports import In, Out
 from .units import UnitError, dimension
 
 NAME = re.compile(r"^[a-z_][a-z0-9_]*$")

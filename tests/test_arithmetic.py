@@ -6,20 +6,15 @@ holds every case so that it is compiled once.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
-from numba import njit
 
 import hapflow
 from tests.helpers import table
-from hapflow.block import Block, ParamError
+from hapflow.block import ParamError
 from hapflow.blocks.arithmetic import Gain, Product, Saturation, Sum
 from hapflow.blocks.mechanical import MassSpringDamper
 from hapflow.blocks.sources import Constant, Sine
-from hapflow.params import Live, Structural
-from hapflow.ports import Out
 
 RATE = 1000.0
 N = 400

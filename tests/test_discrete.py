@@ -6,22 +6,17 @@ outputs are closed forms (shifts, sums) or ``scipy.signal.lfilter`` /
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import scipy.signal
-from numba import njit
 
 import hapflow
 from tests.helpers import table
-from hapflow.block import Block, ParamError
+from hapflow.block import ParamError
 from hapflow.blocks.arithmetic import Sum
 from hapflow.blocks.discrete import TransferFunction, UnitDelay
 from hapflow.blocks.sources import Constant
 from hapflow.graph import feedthrough
-from hapflow.params import Live, Structural
-from hapflow.ports import Out
 from hapflow.schedule import build_schedule
 
 RATE = 1000.0

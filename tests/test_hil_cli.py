@@ -107,7 +107,7 @@ def test_signal_stops_safely_and_keeps_the_recording(bed, tmp_path, sig, code):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     name = signal.Signals(sig).name
-    assert err.strip().startswith(f"hapflow: safety stop at t = ") and f"{name}: received {name}" in err
+    assert err.strip().startswith("hapflow: safety stop at t = ") and f"{name}: received {name}" in err
     rec = hf.recorder.load(out)
     assert rec.attrs["safety_kind"] == name and not rec.attrs["complete"]
     assert rec.time.size == rec.attrs["safety_tick"] + 1 >= 100

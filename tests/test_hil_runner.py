@@ -9,7 +9,7 @@ from hapflow.hil import safety
 from hapflow.hil.runner import HilRunner
 from hapflow.hil.simdaq import SimDaq
 from hapflow.hil.simrig import Fault
-from hapflow.yamlio import load, loads
+from hapflow.yamlio import loads
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTBED = ROOT / "graphs" / "hil_testbed.yaml"

@@ -82,7 +82,6 @@ def test_output_clipped_to_the_range_and_enable_line():
 def test_encoder_counts_follow_the_load():
     r = rig()
     data = drive(r, 0.25, 200)                            # 1 N on 1 kg
-    u = 4.0 * dac(0.25)
     assert data[-1, 1] == pytest.approx(r.signal("enc.counts"), abs=1)   # one edge behind at most
     assert data[-1, 1] > 0 and data[:, 1].dtype == np.float64
 

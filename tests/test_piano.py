@@ -1,5 +1,4 @@
 """The virtual piano action (seed 003): kinematics, statics, strikes, noise robustness."""
-import math
 from pathlib import Path
 
 import numpy as np

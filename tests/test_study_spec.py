@@ -6,7 +6,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from hapflow.study import StudyError, expand, load_study, loads
+from hapflow.study import StudyError, expand, load_study
 from hapflow.study.execute import Job, execute
 from hapflow.study.metrics import resolve
 
