@@ -172,7 +172,23 @@ def _a_land(t, x, d, m, s, v, a, p):
         x[3] = w + rebound
 
 
-class PianoActionA(Block):
+class _PianoAction(Block):
+    """State layout and start of both models: ``x = (q_k, q_k', q, q')``, riding, no events yet."""
+
+    cstate = 4
+    dstate = 4
+    istate = 2
+    nguards = 3
+    position_states = (0, 2)
+
+    def initial_state(self):
+        x, d, m = super().initial_state()
+        m[0] = RIDING
+        d[_T_STRIKE] = d[_T_RELEASE] = d[_T_CATCH] = -1.0
+        return x, d, m
+
+
+class PianoActionA(_PianoAction):
     """Virtual piano action, model A (seed 003): rigid key and hammer with a slider constraint.
 
     Impedance operator: key angle, speed and acceleration in (the user's
@@ -214,17 +230,6 @@ class PianoActionA(Block):
                              doc="restitution of the hammer on the key (0: caught, as in seed 003)"),
               "w_catch": Live(0.05, unit="rad/s", check=nonnegative,
                               doc="rebound speed below which the key catches the hammer")}
-    cstate = 4
-    dstate = 4
-    istate = 2
-    nguards = 3
-    position_states = (0, 2)
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        m[0] = RIDING
-        d[_T_STRIKE] = d[_T_RELEASE] = d[_T_CATCH] = -1.0
-        return x, d, m
 
     @staticmethod
     @njit
@@ -301,7 +306,7 @@ def _b_contact_force(x, p):
     return p[_K2] * delta + p[_C2] * ddelta, delta, rx * c + ry * sn
 
 
-class PianoActionB(Block):
+class PianoActionB(_PianoAction):
     """Virtual piano action, model B (seed 003): springs k1, k2 between user, key and hammer.
 
     The user prescribes the manipulandum angle ``s`` only (no velocity or
@@ -349,16 +354,8 @@ class PianoActionB(Block):
               "k2": Live(5000.0, unit="N/m", check=positive, doc="slider spring, normal to the shank"),
               "c2": Live(10.0, unit="N s/m", check=nonnegative, doc="slider spring damping"),
               "key0": Live(0.0, unit="rad", doc="manipulandum angle at t = 0 (start at rest there)")}
-    cstate = 4
-    dstate = 4
-    istate = 2
-    nguards = 3
-    position_states = (0, 2)
-
     def initial_state(self):
         x, d, m = super().initial_state()
-        m[0] = RIDING
-        d[_T_STRIKE] = d[_T_RELEASE] = d[_T_CATCH] = -1.0
         x[:] = self.equilibrium()
         return x, d, m
 

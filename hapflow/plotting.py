@@ -31,6 +31,11 @@ def plot_recording(rec: Recording, path: str | Path, title: str | None = None) -
         ax.set_ylabel(unit or "-")
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
+    _save_time_figure(fig, axes, rec, path, title)
+
+
+def _save_time_figure(fig, axes, rec: Recording, path: str | Path, title: str | None) -> None:
+    """Label the shared time axis, title the figure (default: the graph name), write the PNG."""
     axes[-1, 0].set_xlabel("time [s]")
     fig.suptitle(title or str(rec.attrs.get("name", "")))
     fig.tight_layout()
@@ -126,9 +131,4 @@ def plot_modes(rec: Recording, panels: list[list[str]], mode: str, path: str | P
         ax.legend(loc="upper right", fontsize=8)
     axes[0, 0].set_title(f"shading: {mode} " + ", ".join(f"{v}" for v in colours)
                          + "; lines: located switch ticks", fontsize=9)
-    axes[-1, 0].set_xlabel("time [s]")
-    fig.suptitle(title or str(rec.attrs.get("name", "")))
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_time_figure(fig, axes, rec, path, title)
