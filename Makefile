@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) bench/study.py
 	$(PY) bench/estimation.py
 	$(PY) bench/hil_timing.py --seconds 2
+	$(PY) bench/hil_ident.py --grpc-seconds 2
 
 clean:
 	rm -rf out .pytest_cache

@@ -15,7 +15,9 @@ channels.  Modules:
 - :mod:`~hapflow.hil.clock`, :mod:`~hapflow.hil.realtime`: pacing and scheduling settings;
 - :mod:`~hapflow.hil.runner`: the real-time loop; :mod:`~hapflow.hil.safety`: limits,
   watchdog, safety events; :mod:`~hapflow.hil.recording`: HDF5 written by a helper process;
-- :mod:`~hapflow.hil.report`: the timing report; :mod:`~hapflow.hil.commands`: the CLI.
+- :mod:`~hapflow.hil.report`: the timing report; :mod:`~hapflow.hil.commands`: the CLI;
+- :mod:`~hapflow.hil.agreement`: the same identification in simulation, on the simulated
+  card and through gRPC (issue 6; ``bench/hil_ident.py``).
 
 The simulated twins of hardware blocks are ordinary blocks in ``hapflow.blocks``.
 """

@@ -3,7 +3,7 @@
 ::
 
     hapflow run GRAPH --mode hil [--daq sim|nidaqmx] [--grpc HOST:PORT] [--fifo PRIO]
-                [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S]
+                [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S] [--unpaced]
                 [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
     hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
     hapflow hil serve GRAPH [--port N] [--free-running] [--fault SPEC ...]
@@ -42,6 +42,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                    help="watchdog: consecutive overruns that trip it [5]")
     g.add_argument("--max-lateness", type=float, default=None, metavar="S",
                    help="watchdog: a single lateness that trips it [0.02 s]")
+    g.add_argument("--unpaced", action="store_true",
+                   help="with --daq sim: run on a virtual sample clock as fast as possible "
+                        "(deterministic, no edge missed: to compare results with --mode sim)")
     g.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="with --daq sim: inject a fault, KIND@TICK[xTICKS][:CHANNEL][=VALUE]; "
                         "kinds drop, late, stuck, saturate, glitch, nan, error (repeatable)")
@@ -56,7 +59,11 @@ def _backend(args: argparse.Namespace, graph) -> Backend:
             raise HapflowError("--grpc applies to --daq nidaqmx (the simulated rig runs in "
                                "this process)")
         from .simdaq import SimDaq
-        return SimDaq(graph, faults, seed=graph.seed)
+        return SimDaq(graph, faults, seed=graph.seed, paced=not args.unpaced)
+    if args.unpaced:
+        raise HapflowError("--unpaced applies to --daq sim only (the pace of --daq nidaqmx is "
+                           "the card's sample clock; 'hapflow hil serve --free-running' "
+                           "makes the simulated gRPC server free-run)")
     if faults:
         raise HapflowError("--fault applies to --daq sim only (to inject faults through "
                            "NI-DAQmx, run the simulated gRPC server with faults)")

@@ -282,9 +282,9 @@ def serve_card(card: SimCard, address: str = "localhost:0", workers: int = 4,
     return server, port
 
 
-def serve(graph: Graph, channels: Sequence[Channel], *, seed: int = 0, faults: Sequence = (),
-          address: str = "localhost:0", paced: bool = True) -> tuple[grpc.Server, int]:
-    """Serve the simulated rig of ``graph`` through the NiDAQmx gRPC service.
+def sim_card(graph: Graph, channels: Sequence[Channel], *, seed: int = 0,
+             faults: Sequence = (), paced: bool = True) -> SimCard:
+    """The simulated card of ``graph``'s rig, as :func:`serve` exposes it.
 
     Parameters
     ----------
@@ -296,24 +296,40 @@ def serve(graph: Graph, channels: Sequence[Channel], *, seed: int = 0, faults: S
         Seed of the card noise (:class:`hapflow.hil.simrig.SimRig`).
     faults : sequence of Fault
         Faults to inject into the rig.
-    address : str
-        ``HOST:PORT``; port 0 picks a free port.
     paced : bool
         Pace the sample clock in real time (True) or free-run, one sample per
         wait (see :mod:`hapflow.hil.grpc_card`).
 
     Returns
     -------
-    server : grpc.Server
-    port : int
+    SimCard
+        Its ``edge`` counts the sample clock edges the rig has run.
     """
     from .simrig import SimRig
 
     def make_rig(rate: float) -> SimRig:
         return SimRig(graph, channels, rate, seed, faults=faults)
 
-    card = SimCard(channels, make_rig, paced=paced, spare_rate=graph.rate)
-    return serve_card(card, address)
+    return SimCard(channels, make_rig, paced=paced, spare_rate=graph.rate)
+
+
+def serve(graph: Graph, channels: Sequence[Channel], *, seed: int = 0, faults: Sequence = (),
+          address: str = "localhost:0", paced: bool = True) -> tuple[grpc.Server, int]:
+    """Serve the simulated rig of ``graph`` through the NiDAQmx gRPC service.
+
+    Parameters
+    ----------
+    graph, channels, seed, faults, paced
+        As :func:`sim_card`.
+    address : str
+        ``HOST:PORT``; port 0 picks a free port.
+
+    Returns
+    -------
+    server : grpc.Server
+    port : int
+    """
+    return serve_card(sim_card(graph, channels, seed=seed, faults=faults, paced=paced), address)
 
 
 def run_server(path: str, port: int = 31763, host: str = "localhost", seed: int | None = None,

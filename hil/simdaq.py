@@ -21,7 +21,7 @@ from hapflow.graph import Graph
 
 from .backend import Backend, Channel, DaqError, by_kind
 from .clock import Pacer, now_ns
-from .simrig import Fault, SimRig
+from .simrig import BITS, Fault, SimRig
 
 
 class SimDaq(Backend):
@@ -41,11 +41,17 @@ class SimDaq(Backend):
         False: do not wait for the clock; every ``wait`` is the next edge of a
         virtual clock (as fast as possible, deterministic: for checking the I/O
         path and comparing with ``--mode sim``).
+    noise : float
+        Analog-input noise of the card in V rms (see :class:`SimRig`).
+    bits : int or None
+        Converter resolution; None: ideal converters (see :class:`SimRig`).
     """
 
     def __init__(self, graph: Graph, faults: Sequence[Fault] = (), seed: int = 0,
-                 spin: float = 30e-6, paced: bool = True):
+                 spin: float = 30e-6, paced: bool = True, noise: float = 1e-4,
+                 bits: int | None = BITS):
         self.graph = graph
+        self.noise, self.bits = noise, bits
         self.paced = paced
         self.faults = list(faults)
         self.seed = seed
@@ -57,7 +63,8 @@ class SimDaq(Backend):
 
     def open(self, channels: Sequence[Channel], rate: float) -> None:
         """Build and compile the simulated rig for ``channels`` at ``rate`` Hz."""
-        self.rig = SimRig(self.graph, channels, rate, self.seed, self.faults)
+        self.rig = SimRig(self.graph, channels, rate, self.seed, self.faults, self.noise,
+                          self.bits)
         self.pacer = Pacer(rate, self.spin)
         self._ao = np.zeros(len(by_kind(channels, "ao")))
         self._do = np.zeros(len(by_kind(channels, "do")), dtype=np.bool_)

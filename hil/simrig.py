@@ -3,16 +3,17 @@
 :class:`SimRig` compiles the plant (the hardware blocks' simulated twins and
 the devices behind them, see :mod:`hapflow.hil.split`) with hapflow and puts
 a card in front of it that behaves like a 16-bit multifunction DAQ card in
-hardware-timed single-point mode:
+hardware-timed single-point mode (the resolution and the input noise are
+settings, so that their effects can be told apart from the delay's):
 
 - **analog outputs**: the volts written are clipped to the channel's range
-  and quantised to 16 bits (``q = (high - low) / 2^16``), then scaled to SI
+  and quantised to ``bits`` (16) bits (``q = (high - low) / 2^bits``), then scaled to SI
   (``offset + scale * volts``) and applied to the bound plant input; with an
   amplifier-enable line bound on a block and False, that block's commands are 0;
 - **analog inputs**: the bound plant output in SI is converted to volts
   (``(value - offset) / scale``), white Gaussian noise of ``noise`` V rms
-  added, clipped to the range and quantised to 16 bits (round to nearest,
-  codes ``-2^15 .. 2^15 - 1`` around the range centre);
+  added, clipped to the range and quantised likewise (round to nearest,
+  codes ``-2^(bits-1) .. 2^(bits-1) - 1`` around the range centre);
 - **encoder counters**: ``round((value - offset) / scale)`` counts;
 - **one sample of transport delay**: :meth:`SimRig.exchange` is one sample
   clock edge.  The values passed are the host's latest write; they are
@@ -47,7 +48,8 @@ FAULT_KINDS = ("drop", "late", "stuck", "saturate", "glitch", "nan", "error")
 """Fault kinds: dropped samples, a late sample (host stall), a stuck or saturated
 channel, an encoder glitch, a non-finite reading, a DAQ error."""
 
-_BITS = 16
+BITS = 16
+"""Resolution of the simulated card's converters."""
 
 
 @dataclass(frozen=True)
@@ -116,25 +118,28 @@ class Fault:
 
 
 @njit(cache=True)
-def _dac(volts, low, high):
-    """16-bit conversion of ``volts`` clipped to [low, high] (V)."""
-    q = (high - low) / 65536.0
+def _dac(volts, low, high, levels):
+    """Conversion of ``volts`` clipped to [low, high] (V) with ``levels`` codes (0: ideal)."""
+    if levels == 0.0:
+        return min(max(volts, low), high)
+    q = (high - low) / levels
     mid = 0.5 * (low + high)
     code = math.floor((volts - mid) / q + 0.5)
-    code = min(max(code, -32768.0), 32767.0)
+    code = min(max(code, -0.5 * levels), 0.5 * levels - 1.0)
     return mid + code * q
 
 
 @njit(cache=True)
-def _apply_outputs(f, index, ao, scale, offset, low, high, enabled):
+def _apply_outputs(f, index, ao, scale, offset, low, high, levels, enabled):
     for k in range(index.size):
-        f[index[k]] = (offset[k] + scale[k] * _dac(ao[k], low[k], high[k])) if enabled[k] else 0.0
+        v = _dac(ao[k], low[k], high[k], levels)
+        f[index[k]] = (offset[k] + scale[k] * v) if enabled[k] else 0.0
 
 
 @njit(cache=True)
-def _sample_inputs(f, index, scale, offset, low, high, noise, out):
+def _sample_inputs(f, index, scale, offset, low, high, levels, noise, out):
     for k in range(index.size):
-        out[k] = _dac((f[index[k]] - offset[k]) / scale[k] + noise[k], low[k], high[k])
+        out[k] = _dac((f[index[k]] - offset[k]) / scale[k] + noise[k], low[k], high[k], levels)
 
 
 @njit(cache=True)
@@ -167,10 +172,14 @@ class SimRig:
     noise : float
         Analog-input noise in V rms (default 1e-4 V, about a third of an LSB
         of a +-10 V range).
+    bits : int or None
+        Converter resolution (default :data:`BITS`); None makes the converters
+        ideal (clipping only), to separate the effect of quantisation from
+        that of the transport delay (``bench/hil_ident.py``).
     """
 
     def __init__(self, graph: Graph, channels: Sequence[Channel], rate: float, seed: int = 0,
-                 faults: Sequence[Fault] = (), noise: float = 1e-4):
+                 faults: Sequence[Fault] = (), noise: float = 1e-4, bits: int | None = BITS):
         from hapflow.simulation import Simulation
         if abs(rate - graph.rate) > 1e-9 * graph.rate:
             raise DaqError(f"the simulated rig runs at the graph's rate {graph.rate:g} Hz, "
@@ -182,6 +191,13 @@ class SimRig:
         self.sim = Simulation(self.half.graph, chunk=1.0 / rate)
         self.faults = list(faults)
         self._check_faults()
+        if bits is not None and not (isinstance(bits, int) and 2 <= bits <= 32):
+            raise HapflowError(f"simulated card resolution bits={bits!r}: give an integer "
+                               "2..32, or None for ideal converters")
+        if not (noise >= 0.0 and math.isfinite(noise)):
+            raise HapflowError(f"simulated card input noise {noise!r} V rms: give a finite "
+                               "value >= 0")
+        self._levels = 0.0 if bits is None else float(2 ** bits)
         self.arrays = self.sim.arrays
         self._ao_index = np.array([value_index(self.sim.layout, self.half.values[c.port])
                                    for c in self.ao], dtype=np.int64)
@@ -206,9 +222,9 @@ class SimRig:
         """Compile (or load) the card helpers now, not at the first sample clock edge."""
         scratch = np.zeros(self.arrays["f"].size)
         _apply_outputs(scratch, self._ao_index, np.zeros(len(self.ao)), *self._ao_par,
-                       self._enabled)
+                       self._levels, self._enabled)
         row = np.zeros(self.log.shape[1])
-        _sample_inputs(row, self._ai_index, *self._ai_par, self._noise_now(),
+        _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
                        np.zeros(len(self.ai)))
         _count(row, self._ci_index, *self._ci_par[:2], np.zeros(len(self.ci), dtype=np.int64))
         self._noise_row = self._noise.shape[0]        # the run starts from a fresh noise block
@@ -285,11 +301,12 @@ class SimRig:
         for k, line in enumerate(self._enable_of):
             self._enabled[k] = True if line is None else bool(do_states[line])
         f = self.arrays["f"]
-        _apply_outputs(f, self._ao_index, ao_volts, *self._ao_par, self._enabled)
+        _apply_outputs(f, self._ao_index, ao_volts, *self._ao_par, self._levels, self._enabled)
         a = self.arrays
         self.sim.program.run(1, self.tick, f, a["m"], a["si"], a["sb"], self.log, a["stats"])
         row = self.log[0]          # the bound outputs at this edge (before the solver step)
-        _sample_inputs(row, self._ai_index, *self._ai_par, self._noise_now(), ai_volts_out)
+        _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
+                       ai_volts_out)
         _count(row, self._ci_index, *self._ci_par[:2], counts_out)
         if self.faults:
             self._inject(ai_volts_out, counts_out)

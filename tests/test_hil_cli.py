@@ -139,3 +139,25 @@ def test_kill_9_leaves_a_readable_recording(bed, tmp_path):
     np.testing.assert_array_equal(rec.time, np.arange(n) / 1000.0)
     with h5py.File(out) as f:
         assert f["hil/wake"].shape == (n,)
+
+
+def test_unpaced_sim_card_from_the_command_line_is_the_agreement_legs_recording(tmp_path, capsys):
+    """``--unpaced`` (bench/hil_ident.py's command-line sequence) records what the unpaced
+    ``hil`` leg of the identification comparison records, bit for bit."""
+    from hapflow.hil.agreement import record
+    out = tmp_path / "cli.h5"
+    assert main(["run", SWEEP, "--mode", "hil", "--daq", "sim", "--unpaced", "--duration", "0.25",
+                 "--out", str(out)]) == 0
+    assert "0 overruns" in capsys.readouterr().out
+    leg = record(SWEEP, "hil", 0.25, tmp_path / "leg.h5")
+    with h5py.File(out) as a, h5py.File(leg) as b:
+        assert a["time"].shape == (1000,)
+        for name in ("enc.pos", "head.force", "head.accel", "pid.force_cmd", "motor.force_cmd"):
+            np.testing.assert_array_equal(a["signals"][name][:], b["signals"][name][:], name)
+
+
+def test_unpaced_applies_to_the_simulated_card_only(capsys):
+    code = main(["run", SWEEP, "--mode", "hil", "--daq", "nidaqmx", "--unpaced",
+                 "--duration", "0.1"])
+    assert code != 0
+    assert "--unpaced applies to --daq sim only" in capsys.readouterr().err

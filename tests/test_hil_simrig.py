@@ -37,9 +37,9 @@ hardware:
 """
 
 
-def rig(faults=()):
+def rig(faults=(), **card):
     g = loads(GRAPH, "rig.yaml")
-    return SimRig(g, bind(g).channels, RATE, seed=0, faults=faults, noise=0.0)
+    return SimRig(g, bind(g).channels, RATE, seed=0, faults=faults, **{"noise": 0.0, **card})
 
 
 def dac(volts):
@@ -68,6 +68,36 @@ def test_step_response_quantised_and_one_sample_late():
     force = u * (1.0 - np.exp(-2 * math.pi * BANDWIDTH * (k - 1) / RATE))
     assert samples[0] == 0.0                              # edge 1 samples before the new command acts
     np.testing.assert_allclose(samples, dac(force / 4.0), atol=1e-12)
+
+
+def test_ideal_converters_pass_values_unquantised_but_clipped():
+    """bits=None (used to separate quantisation from delay): the first-order lag to the
+    solver's accuracy (RK4, 1e-5 N), far below a 16-bit step (4 Q = 1.2 mN), off its grid."""
+    r = rig(bits=None)
+    drive(r, 0.0, 1)
+    samples = drive(r, 0.5, 60)[:, 0]
+    k = np.arange(1, 61)
+    force = 2.0 * (1.0 - np.exp(-2 * math.pi * BANDWIDTH * (k - 1) / RATE))
+    np.testing.assert_allclose(samples * 4.0, force, rtol=0, atol=1e-5)
+    assert np.abs(samples / Q - np.round(samples / Q)).max() > 0.1
+    assert drive(rig(bits=None), 12.0, 400)[-1, 0] * 4.0 == pytest.approx(
+        40.0 * (1 - math.exp(-2 * math.pi * BANDWIDTH * 0.398)), rel=1e-9)   # clipped at 10 V
+
+
+def test_a_coarser_card_quantises_to_its_own_step():
+    q12 = 20.0 / 2 ** 12
+    r = rig(bits=12)
+    drive(r, 0.0, 1)
+    samples = drive(r, 0.5, 60)[:, 0]
+    np.testing.assert_allclose(samples / q12, np.round(samples / q12), atol=1e-9)
+    assert len(np.unique(samples)) > 10
+
+
+@pytest.mark.parametrize("card, message", [({"bits": 1}, "bits=1: give an integer 2..32"),
+                                           ({"noise": -1.0}, "input noise -1.0 V rms")])
+def test_bad_card_settings_are_refused(card, message):
+    with pytest.raises(HapflowError, match=message):
+        rig(**card)
 
 
 def test_output_clipped_to_the_range_and_enable_line():
