@@ -19,21 +19,23 @@ resume log and the Parquet table; plots off) in a fresh output folder:
   (``batch: off``); the cluster is started once beforehand and its start-up
   is printed separately;
 * ``batched``: ``workers=0, batch: on`` - :mod:`hapflow.batch` in this
-  process, its runs spread over numba's threads;
+  process, its runs spread over numba's thread count of Python threads;
 * ``Cluster+batched``: the two workers, each batching its jobs' runs on one
   thread;
 * ``Batch.run``: :class:`hapflow.batch.Batch` alone on the 1000 runs
-  (filling the runs' arrays, the kernel, splitting the records; no
-  metrics, no log, no table), with the layout (``lanes`` or ``rows``) its
-  timing trial picked;
+  (filling the runs' arrays, the kernel, one ``RunResult`` per run with its
+  signals copied out; no metrics, no log, no table), with the layout
+  (``lanes`` or ``rows``) its timing trial picked;
 * ``rows kernel``, ``lanes kernel``: the batched kernel of each layout
   alone on 1000 prepared runs (``lanes`` only for graphs that qualify):
   the ceiling of the batched path.
 
-Each figure is the median of ``--repeats`` runs after a warm-up (compilation
-excluded); ``best sim s/s`` is the fastest of them.  ``sim s/CPU s`` divides
-by the CPU time of this process (all its threads; not shown for the cluster
-paths, whose work is in the workers): on a machine shared with other jobs
+For the small graph the batched study is also timed stage by stage (the
+table after the main one).  Each figure is the median of ``--repeats`` runs
+after a warm-up (compilation excluded); ``best sim s/s`` is the fastest of
+them.  ``sim s/CPU s`` divides by the CPU time of this process (all its
+threads; not shown for the cluster paths, whose work is in the workers):
+on a machine shared with other jobs
 the wall-clock figures fall with the load, this one much less - times the
 number of idle cores it estimates the throughput of an idle machine.  Also
 printed: the single-run kernel alone (``Simulation.advance`` over the run)
@@ -147,7 +149,8 @@ def kernel_only(study, runs: int) -> dict[str, tuple[float, float] | str]:
     out: dict[str, tuple[float, float] | str] = {"Batch.run": since(start),
                                                  "layout": batch.layout}
     ticks = int(sim.graph.rate)
-    layouts = ["rows", "lanes"] if lane_source(sim.program.source) else ["rows"]
+    columns = sim.layout.sizes["log"]
+    layouts = ["rows", "lanes"] if lane_source(sim.program.source, columns) else ["rows"]
     for layout in layouts:
         kernel = Batch(sim, parallel=True, layout=layout)
         rows = {k: np.repeat(sim.arrays[k][None, :], runs, axis=0) for k in ARRAYS}
@@ -162,6 +165,51 @@ def kernel_only(study, runs: int) -> dict[str, tuple[float, float] | str]:
     wall, cpu = since(start)
     out["single kernel/tick"] = (wall / ticks, cpu / ticks)
     return out
+
+
+STAGES = (("expand the design", "hapflow.study.runner", None, "expand"),
+          ("cut into jobs", "hapflow.study.runner", None, "jobs"),
+          ("fill the runs' arrays", "hapflow.batch", "Filler", "fill"),
+          ("kernel", "hapflow.batch", "Batch", "_advance"),
+          ("metrics", "hapflow.study.execute", None, "compute_batch"),
+          ("append the log", "hapflow.study.store", "Store", "append"),
+          ("results table", "hapflow.study.store", "Store", "table"),
+          ("write Parquet", "hapflow.study.store", "Store", "write_table"))
+"""Stages of a batched study timed by :func:`stage_times` (label, module, class, function)."""
+
+
+def stage_times(study, folder: Path, repeats: int) -> dict[str, float]:
+    """Median wall seconds of each stage of a batched ``run_study`` (functions wrapped with
+    a timer for these calls only), and of the whole call."""
+    import importlib
+    spent: dict[str, float] = {}
+    saved = []
+
+    def timer(label, fn):
+        def timed(*args, **kw):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
+        return timed
+
+    for label, module, cls, name in STAGES:
+        owner = importlib.import_module(module)
+        owner = getattr(owner, cls) if cls else owner
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, timer(label, getattr(owner, name)))
+    samples: dict[str, list[float]] = {}
+    try:
+        for _ in range(repeats):
+            spent.clear()
+            spent["whole study"] = timed_study(study, folder, "stages", workers=0)[0]
+            for label, value in spent.items():
+                samples.setdefault(label, []).append(value)
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    return {label: statistics.median(v) for label, v in samples.items()}
 
 
 def main() -> int:
@@ -179,6 +227,7 @@ def main() -> int:
     startup = time.perf_counter() - start
     import numba
     rows = []
+    stages: dict[str, float] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for graph in args.graphs.split(","):
@@ -196,6 +245,8 @@ def main() -> int:
                     walls = [timed_study(study, folder, name, **kw) for _ in range(args.repeats)]
                     cpu = None if "Cluster" in name else statistics.median(w[1] for w in walls)
                     rows.append((graph, name, [w[0] for w in walls], cpu))
+                if graph == "small":
+                    stages = stage_times(on, folder, args.repeats)
                 kernels = [kernel_only(on, args.runs) for _ in range(args.repeats)]
                 for name in kernels[0]:
                     if name != "layout":
@@ -226,6 +277,14 @@ def main() -> int:
         per_cpu = f"{args.runs / cpu:12,.0f}" if cpu else f"{'-':>12s}"
         print(f"{graph:6s} {name:16s} {wall:9.2f} {rate:9.0f} {rate:13,.0f} "
               f"{1e3 / rate:13.3f} {per_cpu} {args.runs / best:13,.0f}  {goal}")
+    if stages:
+        whole = stages.pop("whole study")
+        print(f"\nsmall, batched study by stage (median of {args.repeats} runs, wall ms; "
+              "the rest: records, progress, folder set-up)")
+        for label, _, _, _ in STAGES:
+            print(f"  {label:22s} {1e3 * stages.get(label, 0.0):7.1f}")
+        print(f"  {'rest':22s} {1e3 * (whole - sum(stages.values())):7.1f}")
+        print(f"  {'whole study':22s} {1e3 * whole:7.1f}")
     return 0
 
 

@@ -14,6 +14,7 @@ kernel's ``py_func``: the reference the compiled kernel is tested against.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
@@ -73,9 +74,40 @@ def fingerprint(source: str, checked: Checked, functions: list[Callable]) -> str
         h.update(part.encode())
     for node in checked.graph.nodes.values():
         h.update(repr(node.block.structural_key()).encode())
-    for text in sorted({_module_text(fn) for fn in functions}):
+    for text in sorted(_dependency_texts(functions)):
         h.update(text.encode())
     return h.hexdigest()[:20]
+
+
+def _dependency_texts(functions: list[Callable]) -> set[str]:
+    """Source of every module whose ``@njit`` functions the kernels reach, transitively.
+
+    A kernel calling a model function of another module (``estimation`` ->
+    ``estimation_models`` -> ``multibody``) must get a new name when any of
+    them changes, or a warm cache would keep running the old code.
+    """
+    texts: set[str] = set()
+    seen: set[int] = set()
+    todo = [getattr(fn, "py_func", fn) for fn in functions]
+    while todo:
+        py = todo.pop()
+        if id(py) in seen:
+            continue
+        seen.add(id(py))
+        texts.add(_module_text(py))
+        for value in (*getattr(py, "__globals__", {}).values(), *_closure_values(py)):
+            if hasattr(value, "py_func"):
+                todo.append(value.py_func)
+    return texts
+
+
+def _closure_values(py: Callable) -> list:
+    """Values captured by a function's closure (kernels made by a factory)."""
+    values = []
+    for cell in getattr(py, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):          # an empty cell has no contents
+            values.append(cell.cell_contents)
+    return values
 
 
 def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
@@ -158,18 +190,21 @@ def compile_variant(program: Program, suffix: str, source: str,
     """Compile ``source`` as a module beside the graph's kernel, with the same globals.
 
     The module (``<cache>/<kernel name>_<suffix>_<source hash>.py``) sees every global of
-    the generated kernel module (kernels, ``g_`` constants, ``run``), plus
+    the generated kernel module (kernels, ``g_`` constants, ``run``, ``init_all``), plus
     ``jit`` (``numba.njit``), ``pjit`` (``numba.njit(parallel=parallel)``),
-    ``prange`` (``numba.prange`` when ``parallel``, else ``range``); its
-    machine code is cached on disk like the kernel's.
+    ``prange`` (``numba.prange`` when ``parallel``, else ``range``); both decorators
+    release the GIL (``nogil``), so callers may run a variant on several Python threads.
+    Its machine code is cached on disk like the kernel's.
     """
     base = sys.modules[program.path.stem]
-    digest = hashlib.sha256(f"{suffix}\n{source}".encode()).hexdigest()[:12]
+    flags = f"nogil parallel={parallel}"               # numba's cache index ignores flags
+    digest = hashlib.sha256(f"{suffix}\n{flags}\n{source}".encode()).hexdigest()[:12]
     name = f"{program.path.stem}_{suffix}_{digest}"        # a changed source is a new module
     namespace = {k: v for k, v in vars(base).items() if not k.startswith("__")}
     namespace.update(prange=numba.prange if parallel else range,
-                     jit=numba.njit(**JIT_OPTIONS),
-                     pjit=numba.njit(parallel=parallel, **JIT_OPTIONS), __name__=name)
+                     jit=numba.njit(nogil=True, **JIT_OPTIONS),
+                     pjit=numba.njit(parallel=parallel, nogil=True, **JIT_OPTIONS),
+                     __name__=name)
     return _load_module(name, source, namespace)
 
 
@@ -180,8 +215,9 @@ def compile_batch(program: Program, parallel: bool = True) -> Callable:
     compiled ``run`` on row ``r`` of every array (``F`` has shape
     ``(runs, len(f))``, ``LOG`` ``(runs, ticks, columns)``), in a
     ``numba.prange`` loop over runs when ``parallel`` (threads: numba's
-    ``NUMBA_NUM_THREADS``), else in a plain loop.  Machine code is cached on
-    disk beside the graph's kernel.  An interpreted program gets a Python loop.
+    ``NUMBA_NUM_THREADS``), else in a plain loop that releases the GIL (run
+    slices of the rows on Python threads).  Machine code is cached on disk
+    beside the graph's kernel.  An interpreted program gets a Python loop.
     """
     if program.interpreted:
         def run_batch(n_ticks, tick0, F, M, SI, SB, LOG, STATS):

@@ -11,7 +11,11 @@ an earlier job (another study on the same cluster) changed and this job
 does not set go back to the graph file's values first.
 
 Runs go either one by one through :meth:`Simulation.run` or together through
-:class:`hapflow.batch.Batch`; both give bit-identical recordings.  Graphs
+:class:`hapflow.batch.Batch`; both give bit-identical recordings.  A batch's
+recordings stay columnar and its statistics metrics are computed for all
+its runs at once (:func:`hapflow.study.metrics.compute_batch`, the same
+sums in the same order as for a single run, so the metrics are identical
+too); other metrics see one :class:`RunData` per run.  Graphs
 with Python-side sinks (sound, MIDI) always run one by one, so the sinks
 are drained.  With
 ``batch: auto`` the first job of a structure times one single run against a
@@ -32,10 +36,10 @@ from typing import Any, Callable
 
 import yaml
 
-from ..batch import Batch
+from ..batch import WIDTH, Batch
 from ..errors import HapflowError, SimulationError
 from ..simulation import RunResult, Simulation
-from .metrics import RunData, compute_all
+from .metrics import RunData, compute_all, compute_batch
 
 CACHE_SIZE = 8
 """Compiled structures kept per process."""
@@ -43,8 +47,9 @@ BATCH_BYTES = 256 * 2**20
 """Recorded samples a batch may hold in memory, bytes."""
 BATCH_RUNS = 256
 """Most runs in one batch."""
-CALIBRATION_RUNS = 4
-"""Runs in the timing batch of ``batch: auto``."""
+CALIBRATION_RUNS = WIDTH
+"""Runs in the timing batch of ``batch: auto``: one full group of lanes (a smaller batch
+pays for the lanes it leaves empty)."""
 
 
 @dataclass
@@ -155,20 +160,21 @@ def _record(index: int, status: str, wall: float, path: str, metrics: dict | Non
             "sim_wall": wall, "path": path, "ticks": ticks}
 
 
+def _graph_at(entry: _Entry, live: dict[str, Any]) -> Any:
+    """The graph at a run's live values (for a metric that asks for it)."""
+    for key, value in live.items():
+        entry.sim.set(key, value)
+    return entry.sim.graph
+
+
 def _finish(entry: _Entry, job: Job, index: int, params: dict, seed: int,
             result: RunResult | BaseException, path: str, sim_params: dict) -> dict[str, Any]:
     """Metrics of one simulated run (or its failure record)."""
     if isinstance(result, BaseException):
         return _record(index, "failed", 0.0, path, error=_error_text(result))
-
-    def graph_at() -> Any:                  # the graph at this run's values, when asked for
-        for key, value in sim_params.items():
-            entry.sim.set(key, value)
-        return entry.sim.graph
-
     try:
         run = RunData(index, params, seed, result.time, result.signals, result.rate,
-                      result.events, result.event_overflows, graph_at)
+                      result.events, result.event_overflows, lambda: _graph_at(entry, sim_params))
         metrics = compute_all(job.metrics, run)
     except Exception as exc:  # noqa: BLE001 - a failed metric fails this run only
         return _record(index, "failed", result.wall, path, error=_error_text(exc),
@@ -214,24 +220,46 @@ def _run_batched(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
     batch = entry.batch(job.parallel)
     size = max(1, min(BATCH_RUNS, BATCH_BYTES // max(1, batch.log_bytes(job.duration))))
     for k in range(0, len(runs), size):
-        part = runs[k:k + size]
-        try:
-            results: list = batch.run([live for _, live, _ in part], [s for _, _, s in part],
-                                      job.duration)
-        except Exception as exc:  # noqa: BLE001
-            results = [exc] * len(part)
-        records = []
-        for run, result in zip(part, results):
-            if isinstance(result, SimulationError):
-                # the single path says when the state went non-finite: same text either way
-                single = _Out(None)
-                _run_single(entry, job, [run], single)
-                records += single.records
-                continue
-            index, live, seed = run
-            records.append(_finish(entry, job, index, {**job.structural, **live}, seed, result,
-                                   "batch", live))
-        out.add(records)
+        out.add(_batch_records(entry, job, batch, runs[k:k + size]))
+
+
+def _batch_records(entry: _Entry, job: Job, batch: Batch, part: list) -> list[dict[str, Any]]:
+    """Records of one batch of runs: simulated together, metrics computed over all of them."""
+    start = _time.perf_counter()
+    try:
+        records, good, errors = batch.simulate([live for _, live, _ in part],
+                                               [s for _, _, s in part], job.duration)
+    except Exception as exc:  # noqa: BLE001
+        records, good, errors = None, [], [exc] * len(part)
+    wall = (_time.perf_counter() - start) / len(part)
+    results: list[Any] = list(errors)
+    if records is not None:
+        def run_data(j: int) -> RunData:
+            index, live, seed = part[good[j]]
+            return RunData(index, {**job.structural, **live}, seed, records.time,
+                           records.signals(j), records.sim.graph.rate,
+                           int(records.events[j]), int(records.event_overflows[j]),
+                           lambda: _graph_at(entry, live))
+        unstable = {good[j] for j, ok in enumerate(records.finite) if not ok}
+        skip = [SimulationError("non-finite") if not ok else None for ok in records.finite]
+        for j, value in enumerate(compute_batch(job.metrics, records, run_data, skip)):
+            results[good[j]] = value
+    ticks = batch.ticks(job.duration)
+    done = []
+    for position, (run, result, error) in enumerate(zip(part, results, errors)):
+        if records is not None and position in unstable:
+            # the single path says when the state went non-finite: same text either way
+            single = _Out(None)
+            _run_single(entry, job, [run], single)
+            done += single.records
+        elif error is not None:                       # not simulated
+            done.append(_record(run[0], "failed", 0.0, "batch", error=_error_text(error)))
+        elif isinstance(result, BaseException):       # a metric failed
+            done.append(_record(run[0], "failed", wall, "batch", error=_error_text(result),
+                                ticks=ticks))
+        else:
+            done.append(_record(run[0], "ok", wall, "batch", result, ticks=ticks))
+    return done
 
 
 def _calibrate(entry: _Entry, job: Job, runs: list, out: _Out) -> list:

@@ -5,7 +5,9 @@ Built-in (``name: {kind: argument, ...}`` in the study file's ``metrics:``):
 ``{rms|peak|final|mean|min|max: block.port, after: S}``
     statistic of a recorded signal (``block.port[j]`` picks component ``j``
     of a vector signal) over the samples at ``t >= after`` (s, default 0);
-    ``peak`` is the largest absolute value.  Column: ``name``.
+    ``peak`` is the largest absolute value.  Sums (``rms``, ``mean``) add the
+    samples in time order, so a run gives the same bits alone or in a batch
+    (:func:`compute_batch`).  Column: ``name``.
 ``{events: located|overflow}``
     event count of the run (:class:`hapflow.simulation.RunResult`).
 ``{identify: {method, segments, forgetting, grid, pos, force, acc, velocity, cutoff, ...}}``
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from numba import njit
 
 from ..errors import HapflowError, suggest, valid_list
 from ..graph import Graph
@@ -251,21 +254,49 @@ def check_metric(name: str, spec: Any, graph: Graph, base_dir: Path,
 
 
 # ----------------------------------------------------------------- computing
+@njit(cache=True)
+def _sums(values: np.ndarray, column: int, first: int, squares: bool) -> np.ndarray:
+    """Sums over time (axis 1, from index ``first``) of column ``column`` of ``values``
+    ``(a, n, columns, b)`` (of the squares if ``squares``), each added in time order:
+    the same bits for a run alone or among many."""
+    out = np.zeros((values.shape[0], values.shape[3]))
+    for i in range(values.shape[0]):
+        for k in range(first, values.shape[1]):
+            for j in range(values.shape[3]):
+                v = values[i, k, column, j]
+                out[i, j] += v * v if squares else v
+    return out
+
+
+def _reduce(stat: str, values: np.ndarray, column: int = 0, first: int = 0) -> np.ndarray:
+    """Statistic ``stat`` over time of column ``column`` of ``values`` ``(a, n, columns,
+    b)`` from time index ``first`` on, float64, one per ``(a, b)``: one definition for a
+    single run (``(1, n, 1, 1)``) and for many runs at once."""
+    if stat in ("rms", "mean"):
+        mean = _sums(values, column, first, stat == "rms") / (values.shape[1] - first)
+        return np.sqrt(mean) if stat == "rms" else mean
+    series = values[:, first:, column, :]
+    if stat == "peak":
+        return np.maximum(np.max(series, axis=1), -np.min(series, axis=1))
+    if stat == "final":
+        return series[:, -1, :]
+    return {"min": np.min, "max": np.max}[stat](series, axis=1)
+
+
+def _first_sample(spec: dict[str, Any], time: np.ndarray, rate: float) -> int:
+    """Index of the first sample at ``t >= after`` (half a tick of tolerance)."""
+    first = int(np.searchsorted(time, spec["after"] - 0.5 / rate, side="left"))
+    if first >= time.size:
+        raise MetricError(f"no samples of {spec['signal']} at t >= {spec['after']:g} s")
+    return first
+
+
 def _stat(spec: dict[str, Any], run: RunData) -> float:
     values = np.asarray(run.signals[spec["signal"]], dtype=np.float64)
     values = values.reshape(values.shape[0], -1)
-    column = values[:, spec["index"] or 0]
-    column = column[run.time >= spec["after"] - 0.5 / run.rate]
-    if column.size == 0:
-        raise MetricError(f"no samples of {spec['signal']} at t >= {spec['after']:g} s")
-    stat = spec["stat"]
-    if stat == "rms":
-        return math.sqrt(float(np.mean(column * column)))
-    if stat == "peak":
-        return float(np.max(np.abs(column)))
-    if stat == "final":
-        return float(column[-1])
-    return float({"mean": np.mean, "min": np.min, "max": np.max}[stat](column))
+    column = np.ascontiguousarray(values[_first_sample(spec, run.time, run.rate):,
+                                         spec["index"] or 0])
+    return float(_reduce(spec["stat"], column.reshape(1, -1, 1, 1))[0, 0])
 
 
 def _recording(run: RunData) -> Any:
@@ -346,3 +377,71 @@ def compute_all(metrics: dict[str, dict[str, Any]], run: RunData) -> dict[str, f
     for name, spec in metrics.items():
         out.update(compute(name, spec, run))
     return out
+
+
+def _columnar(spec: dict[str, Any], records: Any) -> np.ndarray:
+    """A ``stat`` or ``events`` metric of every run of ``records`` (float64, one per run)."""
+    if spec["kind"] == "events":
+        counts = records.events if spec["which"] == "located" else records.event_overflows
+        return np.asarray(counts, dtype=np.float64)
+    first = _first_sample(spec, records.time, records.sim.graph.rate)
+    values, column = records.component(spec["signal"], spec["index"])
+    with np.errstate(over="ignore", invalid="ignore"):      # runs that blew up fail anyway
+        reduced = _reduce(spec["stat"], values, column, first)
+    return np.asarray(records.per_run(reduced), dtype=np.float64)
+
+
+def compute_batch(metrics: dict[str, dict[str, Any]], records: Any,
+                  run: Callable[[int], RunData], failed: list[BaseException | None]
+                  ) -> list[dict[str, float] | BaseException]:
+    """Every metric's columns for every run of a batch (:class:`hapflow.batch.Records`).
+
+    Statistics of recorded signals and event counts are computed for all
+    runs at once from the columnar recordings (the same definitions as
+    :func:`compute`; sums may differ from a single run's in the last bits);
+    other metrics run per run on ``run(j)``.  As in :func:`compute_all`, a
+    run's first failing metric (in the order of ``metrics``) fails it and
+    its later metrics are not computed.
+
+    Parameters
+    ----------
+    metrics : dict
+        Normalised metric specs.
+    records : Records
+        The batch's recordings (``runs``, ``time``, ``events``,
+        ``event_overflows``, ``component``: an array ``(a, ticks, columns,
+        b)`` and a column, ``per_run``: ``(a, b)`` values to one per run).
+    run : callable
+        ``run(j)``: run ``j`` as :class:`RunData`.
+    failed : list
+        Per run, an error that already failed it (its metrics are skipped), or None.
+
+    Returns
+    -------
+    list
+        Per run, its metric columns, or the exception that failed it.
+    """
+    failed = list(failed)
+    out: list[dict[str, float]] = [{} for _ in failed]
+    data: dict[int, RunData] = {}
+    for name, spec in metrics.items():
+        if spec["kind"] in ("stat", "events"):
+            try:
+                column = _columnar(spec, records).tolist()
+            except Exception as exc:  # noqa: BLE001 - fails every run still going
+                failed = [f if f is not None else exc for f in failed]
+                continue
+            for j, value in enumerate(column):
+                if failed[j] is None:
+                    out[j][name] = value
+            continue
+        for j in range(len(failed)):
+            if failed[j] is not None:
+                continue
+            try:
+                if j not in data:
+                    data[j] = run(j)
+                out[j].update(compute(name, spec, data[j]))
+            except Exception as exc:  # noqa: BLE001 - a failed metric fails this run only
+                failed[j] = exc
+    return [f if f is not None else o for o, f in zip(out, failed)]

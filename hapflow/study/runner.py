@@ -1,12 +1,14 @@
 """Run a study: expand the design, skip finished runs, spread jobs over Dask, collect results.
 
-``workers=0`` runs every job in this process (batches use numba's threads);
-otherwise the jobs go to Dask distributed: a ``LocalCluster`` of ``workers``
-single-threaded processes (default: one per core), or an existing cluster
+``workers=0`` runs every job in this process (a batch spreads its runs over
+``numba.get_num_threads()`` threads); otherwise the jobs go to Dask
+distributed: a ``LocalCluster`` of ``workers`` single-threaded processes
+(default: one per core), or an existing cluster
 when ``scheduler`` gives its address (``tcp://host:8786``).  Runs are grouped
 by their structural parameters, then cut into jobs of at most
-:data:`MAX_JOB` runs (about four jobs per worker), so each worker compiles a
-structure once and the progress bar and the resume log advance job by job.
+:data:`MAX_JOB` runs (about four jobs per worker; :data:`LOCAL_JOB` in this
+process), so each worker compiles a structure once and the progress bar and
+the resume log advance job by job (in this process, batch by batch).
 Results are appended to the log as jobs end; the table is written at the
 end and on Ctrl-C.
 """
@@ -27,7 +29,10 @@ from .spec import SEED, Study
 from .store import RunSpec, Store, run_key
 
 MAX_JOB = 64
-"""Most runs per job."""
+"""Most runs per job on Dask workers."""
+LOCAL_JOB = 1024
+"""Most runs per job in this process (``workers=0``): no workers to spread jobs over, and
+a job hands its records to the log as its runs (or batches of runs) end."""
 
 
 @dataclass
@@ -88,18 +93,20 @@ def jobs(study: Study, runs: list[RunSpec], workers: int, parallel: bool) -> lis
     """Group runs by structure and cut the groups into jobs."""
     structural = {p.key for p in study.parameters if not p.live}
     structural.update(k for k in study.fixed if not study.is_live(k))
-    groups: dict[tuple, list[RunSpec]] = {}
-    for spec in runs:
+    groups: dict[tuple, list[RunSpec]] = {(): runs} if runs and not structural else {}
+    for spec in runs if structural else ():
         params = {**study.fixed, **spec.params}
         key = tuple(sorted((k, repr(v)) for k, v in params.items() if k in structural))
         groups.setdefault(key, []).append(spec)
-    size = max(1, min(MAX_JOB, math.ceil(len(runs) / (4 * max(1, workers)))))
+    most = MAX_JOB if workers > 0 else LOCAL_JOB
+    size = max(1, min(most, math.ceil(len(runs) / (4 * max(1, workers)))))
+    drop = structural | {SEED}
     out = []
     for specs in groups.values():
         fixed = {k: v for k, v in {**study.fixed, **specs[0].params}.items() if k in structural}
         for k in range(0, len(specs), size):
             part = [(s.index, {key: v for key, v in {**study.fixed, **s.params}.items()
-                               if key not in structural and key != SEED}, s.seed)
+                               if key not in drop}, s.seed)
                     for s in specs[k:k + size]]
             out.append(Job(study.graph_text, str(study.graph_path), fixed, part, study.duration,
                            study.metrics, study.batch, parallel))

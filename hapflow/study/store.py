@@ -3,7 +3,8 @@
 ::
 
     DIR/study.yaml        copy of the study file
-    DIR/runs.jsonl        one JSON line per finished run (ok or failed), appended as runs end
+    DIR/runs.jsonl        finished runs (ok or failed), appended as runs end: one JSON object
+                          per run, or one line of columns for a batch (Store.append)
     DIR/results.parquet   one row per run of the design (written at the end, and on interrupt)
 
 Every run has a key: a hash of the study's fingerprint (graph text,
@@ -11,19 +12,24 @@ duration, metrics) and the run's parameters and seed.  A run whose key is in
 the log is finished and is not run again (``retry_failed`` re-runs failed
 ones), so an interrupted study resumes where it stopped, and a changed study
 redoes only the runs whose results could change.  A line cut short by a kill
-is ignored.
+is ignored (a batch's line holds all its runs: they run again).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 LOG = "runs.jsonl"
 TABLE = "results.parquet"
+COLUMNS = "columns"
+"""Key of a log line that holds several runs' records as columns (:meth:`Store.append`)."""
+NESTED = ("metrics", "params")
+"""Record fields that are mappings (columns of their own in a line of columns)."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,25 @@ class RunSpec:
 
 def run_key(fingerprint: str, params: dict[str, Any], seed: int) -> str:
     """Key of a run: hash of the study fingerprint, its parameters and seed."""
-    text = json.dumps([fingerprint, sorted(params.items()), seed], default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return hashlib.sha256(key_text(fingerprint, params, seed).encode()).hexdigest()[:20]
+
+
+def key_text(fingerprint: str, params: dict[str, Any], seed: int) -> str:
+    """``json.dumps([fingerprint, sorted(params.items()), seed], default=repr)``, the text a
+    run's key hashes; written out directly (1.8 us against 2.6 us) when every string is plain
+    and every number a finite ``float`` or an ``int``, the types JSON writes with their
+    ``repr``."""
+    items = sorted(params.items())
+    parts = []
+    for name, value in items:
+        kind = type(value)
+        if not (kind is int or (kind is float and math.isfinite(value))) \
+                or not _PLAIN.fullmatch(name):
+            return _KEY_TEXT.encode([fingerprint, items, seed])
+        parts.append(f'["{name}", {kind.__repr__(value)}]')
+    if type(seed) is not int or not _PLAIN.fullmatch(fingerprint):
+        return _KEY_TEXT.encode([fingerprint, items, seed])
+    return f'["{fingerprint}", [{", ".join(parts)}], {seed!r}]'
 
 
 class Store:
@@ -68,20 +91,36 @@ class Store:
         with self.log_path.open() as fh:
             for line in fh:
                 try:
-                    record = json.loads(line)
+                    entry = json.loads(line)
                 except json.JSONDecodeError:
                     continue                     # a line cut short by a kill
-                if isinstance(record, dict) and "key" in record:
-                    done[record["key"]] = record
+                if isinstance(entry, dict) and isinstance(entry.get(COLUMNS), dict):
+                    records = _rows(entry[COLUMNS])
+                else:
+                    records = [entry]
+                for record in records:
+                    if isinstance(record, dict) and "key" in record:
+                        done[record["key"]] = record
         if retry_failed:
             done = {k: r for k, r in done.items() if r.get("status") == "ok"}
         return done
 
-    def append(self, records: Iterable[dict[str, Any]]) -> None:
-        """Add finished runs to the log (flushed line by line)."""
+    def append(self, records: list[dict[str, Any]]) -> None:
+        """Add finished runs to the log in one write (flushed; a line cut short by a kill
+        is skipped when the log is read).
+
+        Runs whose records have the same fields, metrics and parameters (a batch
+        of successful runs) share one line of columns ``{"columns": {field:
+        [values], "metrics": {name: [values]}, "params": {name: [values]}}}``;
+        JSON encodes that in about half the time of one object per run.
+        """
+        columns = _columns(records)
+        if columns is not None:
+            text = _LINE.encode({COLUMNS: columns}) + "\n"
+        else:
+            text = "".join(_LINE.encode(record) + "\n" for record in records)
         with self.log_path.open("a") as fh:
-            for record in records:
-                fh.write(json.dumps(record, default=_json_default) + "\n")
+            fh.write(text)
             fh.flush()
 
     def table(self, runs: list[RunSpec], records: dict[str, dict[str, Any]]) -> Any:
@@ -92,20 +131,24 @@ class Store:
         ``path``, ``ticks``, ``key``.
         """
         import pandas as pd
-        rows = []
-        for spec in runs:
-            rec = records.get(spec.key)
-            row: dict[str, Any] = {"run": spec.index,
-                                   "status": rec["status"] if rec else "pending",
-                                   "error": rec.get("error") if rec else None, "seed": spec.seed}
-            row.update({k: v for k, v in spec.params.items() if k != "seed"})
-            row.update((rec or {}).get("metrics", {}))
-            row.update(sim_wall_s=(rec or {}).get("sim_wall", math.nan),
-                       path=(rec or {}).get("path"), ticks=(rec or {}).get("ticks", 0),
-                       key=spec.key)
-            rows.append(row)
-        frame = pd.DataFrame(rows)
-        return frame
+        recs = [records.get(spec.key) or {} for spec in runs]
+        columns: dict[str, list[Any]] = {
+            "run": [spec.index for spec in runs],
+            "status": [rec.get("status", "pending") for rec in recs],
+            "error": [rec.get("error") for rec in recs],
+            "seed": [spec.seed for spec in runs]}
+        params = list(dict.fromkeys(k for spec in runs for k in spec.params if k != "seed"))
+        for key in params:
+            columns[key] = [spec.params.get(key) for spec in runs]
+        metrics = list(dict.fromkeys(k for rec in recs for k in rec.get("metrics", {})))
+        for key in metrics:
+            if key not in columns:
+                columns[key] = [rec.get("metrics", {}).get(key, math.nan) for rec in recs]
+        columns.update(sim_wall_s=[rec.get("sim_wall", math.nan) for rec in recs],
+                       path=[rec.get("path") for rec in recs],
+                       ticks=[rec.get("ticks", 0) for rec in recs],
+                       key=[spec.key for spec in runs])
+        return pd.DataFrame(columns)
 
     def write_table(self, frame: Any) -> Path:
         """Write ``frame`` to ``results.parquet`` (atomically)."""
@@ -115,7 +158,40 @@ class Store:
         return self.table_path
 
 
+def _columns(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``records`` as columns, when there are several with the same fields (and the same
+    names in their mappings ``metrics`` and ``params``); else None."""
+    if len(records) < 2:
+        return None
+    first = records[0]
+    names = list(first)
+    nested = {k: list(first[k]) for k in NESTED if isinstance(first.get(k), dict)}
+    for record in records:
+        if list(record) != names or any(not isinstance(record[k], dict) or list(record[k]) != keys
+                                        for k, keys in nested.items()):
+            return None
+    return {k: {n: [r[k][n] for r in records] for n in nested[k]} if k in nested
+            else [r[k] for r in records] for k in names}
+
+
+def _rows(columns: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of a line of columns (:func:`_columns`)."""
+    nested = {k for k in NESTED if isinstance(columns.get(k), dict)}
+    flat = [k for k in columns if k not in nested]
+    count = len(columns[flat[0]]) if flat else 0
+    return [{k: {n: v[j] for n, v in columns[k].items()} if k in nested else columns[k][j]
+             for k in columns} for j in range(count)]
+
+
 def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return repr(value)
+
+
+_PLAIN = re.compile(r"[\w.\-]*", re.ASCII)
+"""Strings JSON writes as they are (between quotes)."""
+_KEY_TEXT = json.JSONEncoder(default=repr)
+"""``json.dumps(..., default=repr)``, one encoder for every key."""
+_LINE = json.JSONEncoder(default=_json_default)
+"""``json.dumps(..., default=_json_default)``, one encoder for every log line."""

@@ -230,3 +230,20 @@ def test_importing_the_block_library_stays_light():
     code = "import sys, hapflow.blocks; print(sorted(m for m in ('scipy.signal', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_kernel_name_follows_a_change_in_a_module_its_kernels_call(tmp_path, monkeypatch):
+    """A stale cache must not survive an edit of a helper module a kernel calls (transitively)."""
+    from hapflow import compiler
+    (tmp_path / "hf_dep_leaf.py").write_text(
+        "from numba import njit\n@njit\ndef leaf(x):\n    return 2.0 * x\n")
+    (tmp_path / "hf_dep_kernel.py").write_text(
+        "from numba import njit\nfrom hf_dep_leaf import leaf\n"
+        "@njit\ndef kernel(x):\n    return leaf(x) + 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import hf_dep_kernel
+    before = compiler._dependency_texts([hf_dep_kernel.kernel])
+    assert len(before) == 2                                    # the kernel's module and the leaf's
+    (tmp_path / "hf_dep_leaf.py").write_text(
+        "from numba import njit\n@njit\ndef leaf(x):\n    return 3.0 * x\n")
+    assert compiler._dependency_texts([hf_dep_kernel.kernel]) != before
