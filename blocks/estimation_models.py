@@ -31,13 +31,21 @@ speed by the trapezoidal rule ``omega + dt (alpha + alpha_k) / 2`` - the
 "kinematic equations with numerical derivative" scheme of its section
 2.2.1.3, whose model noise on ``alpha`` is the random-walk term.
 
-The slider-crank KKF switches (seed 004 section 2.2.2) when the crank comes
-within ``band`` of a dead centre (``|theta - phi|`` mod ``pi``, where the
-slider acceleration says nothing about the crank acceleration) and switches
-back beyond ``band + hysteresis``.  In that mode the acceleration is a pure
-random walk (held), and the accelerometer constrains the speed instead:
-``omega^2 = (u - xs' alpha) / xs''`` (``xs''`` does not vanish at the dead
-centres), keeping the sign of the predicted speed.
+The slider-crank KKF switches (seed 004 section 2.2.2) to a second model
+near the dead centres, where the slider acceleration says little about the
+crank acceleration.  The switching rule depends on position and speed, as
+that section suggests (``Omega(z, z')``): mode 1 within ``band`` of a dead
+centre (``|theta - phi|`` mod ``pi``; the seed's 0.08 rad) or wherever the
+constraint solved for ``alpha`` amplifies a speed error faster than
+``growth`` (:func:`~hapflow.blocks.multibody.crank_speed_growth`,
+``-2 xs'' omega / xs'``, positive while the crank approaches a dead centre:
+there the encoder cannot hold the speed error the accelerometer noise
+drives, and it reaches the acceleration multiplied by that rate); back to
+mode 0 beyond ``band + hysteresis`` once the rate is below ``growth``
+(leaving a dead centre the rate is negative: errors decay).  In mode 1 the
+acceleration is a random walk (held) and the accelerometer constrains the
+speed instead: ``omega^2 = (u - xs' alpha) / xs''`` (``xs''`` does not
+vanish at the dead centres), keeping the sign of the predicted speed.
 """
 from __future__ import annotations
 
@@ -46,7 +54,8 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from .multibody import crank_kinematics, crank_singularity, crank_terms
+from .multibody import (crank_kinematics, crank_singularity, crank_speed_growth,
+                        crank_terms)
 
 
 @dataclass(frozen=True)
@@ -88,10 +97,12 @@ MODELS: dict[str, Model] = {
     "pendulum": Model(1, 2, 1, None, (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0)),
                       True, True,
                       "damped pendulum [theta, omega], explicit Euler (+ B u), z = theta"),
-    "slider_crank_kkf": Model(2, 3, 1, 1, _CRANK + (("band", "rad", 0.3),
-                                                    ("hysteresis", "rad", 0.05)), False, False,
+    "slider_crank_kkf": Model(2, 3, 1, 1, _CRANK + (("band", "rad", 0.08),
+                                                    ("hysteresis", "rad", 0.02),
+                                                    ("growth", "1/s", 60.0)), False, False,
                               "slider-crank KKF [theta, omega, alpha], u = slider acceleration, "
-                              "z = crank angle, switching near dead centres"),
+                              "z = crank angle, switching near dead centres (angle band, "
+                              "and speed-error growth rate on the approach)"),
     "slider_crank_force": Model(3, 2, 1, 3, _CRANK + _MASSES, True, False,
                                 "slider-crank force observer [T, F], u = [theta, omega, alpha] "
                                 "from a KKF, z = crank torque, F a random walk"),
@@ -152,10 +163,17 @@ def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode):
 
 @njit
 def _crank_kkf_mode(s, so, p, pc, previous):
-    dist = crank_singularity(s[so], p[pc], p[pc + 1], p[pc + 2])
-    if previous == 0:
-        return 1 if dist <= p[pc + 3] else 0
-    return 0 if dist > p[pc + 3] + p[pc + 4] else 1
+    """Switching rule ``Omega(theta, omega)``: 1 within ``band`` of a dead centre or where the
+    kinematic model amplifies speed errors faster than ``growth``; back to 0 beyond
+    ``band + hysteresis`` once the growth rate is below ``growth``."""
+    c, r, h = p[pc], p[pc + 1], p[pc + 2]
+    dist = crank_singularity(s[so], c, r, h)
+    fast = crank_speed_growth(s[so], s[so + 1], c, r, h) > p[pc + 5]
+    if fast or dist <= p[pc + 3]:
+        return 1
+    if previous == 1 and dist <= p[pc + 3] + p[pc + 4]:
+        return 1
+    return 0
 
 
 @njit

@@ -69,6 +69,36 @@ def crank_singularity(th, c, r, h):
 
 
 @njit
+def crank_speed_growth(th, om, c, r, h):
+    """Rate (1/s) at which the acceleration constraint solved for ``alpha`` grows a speed error.
+
+    The kinematic model ``alpha = (a - xs'' omega^2) / xs'`` gives
+    ``d alpha / d omega = -2 xs'' omega / xs'``: integrated, a crank-speed
+    error grows as ``exp(growth t)`` where this is positive (the crank
+    approaching a dead centre) and decays where it is negative (leaving
+    it).  Its magnitude diverges at the dead centres (``xs' = 0``).
+
+    Parameters
+    ----------
+    th : float
+        Crank angle (rad).
+    om : float
+        Crank speed (rad/s).
+    c, r, h : float
+        Crank length, rod length, guide offset (m).
+
+    Returns
+    -------
+    float
+        ``-2 xs'' omega / xs'`` (1/s); +-inf exactly at a dead centre.
+    """
+    kin = crank_kinematics(th, c, r, h)
+    if kin[4] == 0.0:
+        return math.copysign(math.inf, -kin[5] * om)
+    return -2.0 * kin[5] * om / kin[4]
+
+
+@njit
 def crank_terms(th, c, r, h, mc, mr, ms, g):
     """Reduced dynamics ``T = M alpha + C omega^2 + G - F xs'`` about the crank axis.
 

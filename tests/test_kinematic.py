@@ -6,6 +6,13 @@
 - On the identification rig (graphs/kkf_probe.yaml: encoder quantisation,
   charge-amplifier lag, ADC, noise) its velocity error is at least 5x smaller
   than a backward difference of the encoder, with at most one tick of lag.
+
+The slider-crank KKF model (blocks/estimation_models.py): its dead centres
+are where the slider lever vanishes; its switching rule has a hysteresis
+band and switches early only while the crank approaches a dead centre, where
+the speed-error growth rate (checked against the slope of the acceleration
+constraint) exceeds its limit; one step from the true state reproduces the
+exact motion.
 """
 from __future__ import annotations
 
@@ -104,13 +111,48 @@ def test_dead_centre_is_where_the_slider_lever_vanishes():
 def test_slider_crank_switching_has_a_hysteresis_band():
     from hapflow.blocks.estimation_models import MODELS, model_mode
     index = MODELS["slider_crank_kkf"].index
-    p = np.array([*CRANK, 0.3, 0.05])               # enter at <= 0.3 rad, leave at > 0.35 rad
+    p = np.array([*CRANK, 0.3, 0.05, 1e9])          # enter at <= 0.3 rad, leave at > 0.35 rad
     mode = 0
     seen = []
     for dist in (0.5, 0.31, 0.29, 0.1, 0.33, 0.349, 0.36, 0.32, 0.3):
-        mode = model_mode(index, np.array([_angle_at(dist)]), 0, p, 0, mode)
+        mode = model_mode(index, np.array([_angle_at(dist), 12.56]), 0, p, 0, mode)
         seen.append(mode)
     assert seen == [0, 0, 1, 1, 1, 1, 0, 0, 1]
+
+
+def test_speed_error_growth_is_the_sensitivity_of_the_kinematic_acceleration():
+    # alpha = (a - xs'' omega^2) / xs' solved at the same angle and slider acceleration for
+    # two speeds: its slope in omega is the growth rate; positive approaching a dead centre
+    from hapflow.blocks.multibody import crank_kinematics, crank_speed_growth
+    eps = 1e-4
+    for dist in (0.05, 0.2, 0.6, 1.2):
+        th = _angle_at(dist)                         # past the outer dead centre
+        kin = crank_kinematics(th, *CRANK)
+        for om in (12.56, -12.56):
+            slope = -kin[5] * ((om + eps) ** 2 - (om - eps) ** 2) / (2 * eps * kin[4])
+            rate = crank_speed_growth(th, om, *CRANK)
+            assert rate == pytest.approx(slope, rel=1e-9)
+            assert (rate > 0) == (om < 0)            # turning back towards the dead centre
+    assert crank_speed_growth(_angle_at(0.05), 12.56, *CRANK) < -100.0
+
+
+def test_slider_crank_switches_early_only_when_approaching_a_dead_centre():
+    # 0.15 rad past the outer dead centre, outside the 0.08 rad band: leaving it (omega > 0)
+    # speed errors decay and the constraint is kept; turning back towards it (omega < 0)
+    # they grow faster than 60 1/s and the acceleration becomes a random walk
+    from hapflow.blocks.estimation_models import MODELS, model_mode
+    from hapflow.blocks.multibody import crank_speed_growth
+    index = MODELS["slider_crank_kkf"].index
+    p = np.array([*CRANK, 0.08, 0.02, 60.0])
+    th = _angle_at(0.15)
+    assert crank_speed_growth(th, -12.56, *CRANK) > 60.0
+    assert model_mode(index, np.array([th, 12.56]), 0, p, 0, 0) == 0
+    assert model_mode(index, np.array([th, -12.56]), 0, p, 0, 0) == 1
+    assert model_mode(index, np.array([th, -12.56]), 0, p, 0, 1) == 1
+    # inside the band both ways; leaving, back to the constraint beyond band + hysteresis
+    assert model_mode(index, np.array([_angle_at(0.07), 12.56]), 0, p, 0, 0) == 1
+    assert model_mode(index, np.array([_angle_at(0.09), 12.56]), 0, p, 0, 1) == 1
+    assert model_mode(index, np.array([_angle_at(0.11), 12.56]), 0, p, 0, 1) == 0
 
 
 def test_slider_crank_kkf_model_predicts_the_exact_motion():
@@ -118,7 +160,7 @@ def test_slider_crank_kkf_model_predicts_the_exact_motion():
     from hapflow.blocks.estimation_models import MODELS, model_f
     from hapflow.blocks.multibody import crank_kinematics, crank_singularity
     index = MODELS["slider_crank_kkf"].index
-    p = np.array([*CRANK, 0.3, 0.05])
+    p = np.array([*CRANK, 0.3, 0.05, 60.0])
     dt, w = 1e-3, 4 * np.pi
     t = np.arange(3000) * dt
     th = 12.56 * t + 1.256 * (1 - np.cos(w * t)) / w
