@@ -54,8 +54,7 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from .multibody import (crank_kinematics, crank_singularity, crank_speed_growth,
-                        crank_terms)
+from .multibody import crank_position, crank_singularity, crank_speed_growth, crank_terms
 
 
 @dataclass(frozen=True)
@@ -149,16 +148,16 @@ def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode):
     th, om, al = s[so], s[so + 1], s[so + 2]
     thp = th + dt * om + 0.5 * dt * dt * al
     omp = om + dt * al
-    kin = crank_kinematics(thp, p[pc], p[pc + 1], p[pc + 2])
+    kin = crank_position(thp, p[pc], p[pc + 1], p[pc + 2])[4:]       # xs, xs', xs''
     if mode == 1:
         # near a dead centre: acceleration a random walk; the slider acceleration
         # u = xs' alpha + xs'' omega^2 is then a constraint on the speed instead
         _advance(s, so, out, oo, 1, dt, al, 0)
-        sq = (u[0] - kin[4] * al) / kin[5]
+        sq = (u[0] - kin[1] * al) / kin[2]
         if sq > 0.0:
             out[oo + 1] = math.copysign(math.sqrt(sq), omp)
         return
-    _advance(s, so, out, oo, 1, dt, (u[0] - kin[5] * omp * omp) / kin[4], 0)
+    _advance(s, so, out, oo, 1, dt, (u[0] - kin[2] * omp * omp) / kin[1], 0)
 
 
 @njit
@@ -186,7 +185,7 @@ def _crank_force_f(s, so, out, oo, p, pc, u, dt):
 
 @njit
 def _crank_force_fjac(s, so, p, pc, u, jac, jo):
-    dxs = crank_kinematics(u[0], p[pc], p[pc + 1], p[pc + 2])[4]
+    dxs = crank_position(u[0], p[pc], p[pc + 1], p[pc + 2])[5]
     jac[jo] = 0.0
     jac[jo + 1] = -dxs
     jac[jo + 2] = 0.0
@@ -206,9 +205,9 @@ def _crank_bench_f(s, so, out, oo, p, pc, u, dt):
 
 @njit
 def _crank_bench_h(s, so, out, oo, p, pc):
-    kin = crank_kinematics(s[so], p[pc], p[pc + 1], p[pc + 2])
+    dxs, ddxs = crank_position(s[so], p[pc], p[pc + 1], p[pc + 2])[5:]
     out[oo] = s[so]
-    out[oo + 1] = kin[4] * s[so + 2] + kin[5] * s[so + 1] * s[so + 1]
+    out[oo + 1] = dxs * s[so + 2] + ddxs * s[so + 1] * s[so + 1]
 
 
 # ------------------------------------------------------------------ two-link planar arm

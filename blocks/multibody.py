@@ -31,6 +31,36 @@ from hapflow.rng import normal
 
 
 @njit
+def crank_position(th, c, r, h):
+    """Slider-crank position analysis without the rod angle itself (no ``asin``).
+
+    Parameters
+    ----------
+    th : float
+        Crank angle (rad).
+    c, r, h : float
+        Crank length, rod length, guide offset (m).
+
+    Returns
+    -------
+    tuple of float
+        ``(sin phi, cos phi, phi', phi'', xs, xs', xs'')``: the rod angle's
+        sine and cosine, its first and second derivatives w.r.t. ``th``
+        (1, 1/rad), slider position (m) and its derivatives (m/rad, m/rad^2).
+        NaN when the rod cannot reach the guide (``|h - c sin th| > r``).
+    """
+    st, ct = math.sin(th), math.cos(th)
+    s = (h - c * st) / r
+    cp = math.sqrt(1.0 - s * s)
+    dphi = -c * ct / (r * cp)
+    ddphi = (c * st * cp - c * ct * s * dphi) / (r * cp * cp)
+    xs = c * ct + r * cp
+    dxs = -c * st - r * s * dphi
+    ddxs = -c * ct - r * cp * dphi * dphi - r * s * ddphi
+    return s, cp, dphi, ddphi, xs, dxs, ddxs
+
+
+@njit
 def crank_kinematics(th, c, r, h):
     """Slider-crank position analysis at crank angle ``th`` (rad).
 
@@ -44,20 +74,11 @@ def crank_kinematics(th, c, r, h):
     Returns
     -------
     tuple of float
-        ``(phi, phi', phi'', xs, xs', xs'')``: rod angle (rad) and its first
-        and second derivatives w.r.t. ``th`` (1, 1/rad), slider position (m)
-        and its derivatives (m/rad, m/rad^2).  NaN when the rod cannot reach
-        the guide (``|h - c sin th| > r``).
+        ``(phi, phi', phi'', xs, xs', xs'')``: rod angle (rad) and the rest
+        of :func:`crank_position`.
     """
-    st, ct = math.sin(th), math.cos(th)
-    s = (h - c * st) / r
-    cp = math.sqrt(1.0 - s * s)
-    dphi = -c * ct / (r * cp)
-    ddphi = (c * st * cp - c * ct * s * dphi) / (r * cp * cp)
-    xs = c * ct + r * cp
-    dxs = -c * st - r * s * dphi
-    ddxs = -c * ct - r * cp * dphi * dphi - r * s * ddphi
-    return math.asin(s), dphi, ddphi, xs, dxs, ddxs
+    sp, _, dphi, ddphi, xs, dxs, ddxs = crank_position(th, c, r, h)
+    return math.asin(sp), dphi, ddphi, xs, dxs, ddxs
 
 
 @njit
@@ -92,10 +113,10 @@ def crank_speed_growth(th, om, c, r, h):
     float
         ``-2 xs'' omega / xs'`` (1/s); +-inf exactly at a dead centre.
     """
-    kin = crank_kinematics(th, c, r, h)
-    if kin[4] == 0.0:
-        return math.copysign(math.inf, -kin[5] * om)
-    return -2.0 * kin[5] * om / kin[4]
+    dxs, ddxs = crank_position(th, c, r, h)[5:]
+    if dxs == 0.0:
+        return math.copysign(math.inf, -ddxs * om)
+    return -2.0 * ddxs * om / dxs
 
 
 @njit
@@ -115,8 +136,7 @@ def crank_terms(th, c, r, h, mc, mr, ms, g):
         gravity torque (N m) and the slider's lever ``xs'`` (m/rad).
     """
     st, ct = math.sin(th), math.cos(th)
-    phi, dp, ddp, xs, dxs, ddxs = crank_kinematics(th, c, r, h)
-    sp, cp = math.sin(phi), math.cos(phi)
+    sp, cp, dp, ddp, xs, dxs, ddxs = crank_position(th, c, r, h)
     # rod centre of mass: A + r/2 (cos phi, sin phi)
     jx = -c * st - 0.5 * r * sp * dp
     jy = c * ct + 0.5 * r * cp * dp
