@@ -788,15 +788,6 @@ def _filter_steps(ops: _Ops) -> _Steps:
     return _Steps(_kf_core, _ekf_core, _ukf_core)
 
 
-_generic_kf = _filter_steps(GENERIC).kf
-
-
-@njit
-def _kf_step(d, p, z, u):
-    """:func:`_kf_core` with the sizes read from the head of ``p`` (run-time sizes)."""
-    return _generic_kf(d, p, z, u, (int(p[0]), int(p[1]), int(p[2])))
-
-
 def simplex_points(n: int, w0: float) -> tuple[np.ndarray, np.ndarray]:
     """Julier's spherical-simplex unit sigma points and their weights.
 

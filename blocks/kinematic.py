@@ -28,7 +28,10 @@ from hapflow.errors import GraphError
 from hapflow.params import Live, positive
 from hapflow.ports import In, Out
 
-from .estimation import KalmanFilter, _commit, _kf_step
+from .estimation import KalmanFilter, _commit, _filter_steps, _fixed_ops
+
+_probe_step = _filter_steps(_fixed_ops(3, 1, 1, 0, False)).kf
+"""The Kalman step with the probe's sizes fixed at compile time (3 states, 1 input, 1 output)."""
 
 
 def probe_matrices(dt: float, accel_noise: float, resolution: float) -> dict[str, list[float]]:
@@ -103,7 +106,7 @@ class ProbeKKF(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, accel, pos_hat, vel_hat, acc_hat):
-        xn = _kf_step(d, p, pos, accel)[0]
+        xn = _probe_step(d, p, pos, accel, (3, 1, 1))[0]
         pos_hat[0] = d[xn]
         vel_hat[0] = d[xn + 1]
         acc_hat[0] = d[xn + 2]
