@@ -62,20 +62,10 @@ def crank_position(th, c, r, h):
 
 @njit
 def crank_kinematics(th, c, r, h):
-    """Slider-crank position analysis at crank angle ``th`` (rad).
+    """:func:`crank_position` with the rod angle itself (rad) in place of its sine and cosine.
 
-    Parameters
-    ----------
-    th : float
-        Crank angle (rad).
-    c, r, h : float
-        Crank length, rod length, guide offset (m).
-
-    Returns
-    -------
-    tuple of float
-        ``(phi, phi', phi'', xs, xs', xs'')``: rod angle (rad) and the rest
-        of :func:`crank_position`.
+    Returns ``(phi, phi', phi'', xs, xs', xs'')`` for crank angle ``th`` (rad)
+    and lengths ``c, r, h`` (m).
     """
     sp, _, dphi, ddphi, xs, dxs, ddxs = crank_position(th, c, r, h)
     return math.asin(sp), dphi, ddphi, xs, dxs, ddxs
