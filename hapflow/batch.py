@@ -73,7 +73,7 @@ from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .layout import float_bases
 from .rng import stream_seeds
-from .simulation import RunResult, Simulation
+from .simulation import RunResult, Simulation, checked_pack
 
 ARRAYS = ("f", "m", "si", "sb", "stats")
 """Run-time arrays, in the kernel's argument order (log aside)."""
@@ -453,10 +453,7 @@ class Filler:
         start = self.base["p"] + p.start
 
         def pack() -> np.ndarray:
-            values = block.pack()
-            if values.size != p.size:
-                raise ParamError("", f"pack() returned {values.size} values, expected {p.size}")
-            return values
+            return checked_pack(block, name, p.size)
 
         def put_p(runs: Any, values: np.ndarray) -> None:
             rows["f"][runs, start:start + p.size] = values

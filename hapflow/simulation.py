@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from . import __version__
-from .block import ParamError
+from .block import Block, ParamError
 from .codegen import block_at_line
 from .compiler import Program, compile_graph
 from .errors import GraphError, SimulationError
@@ -136,14 +136,10 @@ class Simulation:
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]
         try:
-            values = self.graph.nodes[name].block.pack()
+            values = checked_pack(self.graph.nodes[name].block, name, slot.size)
         except ParamError as exc:
             raise GraphError(f"block {name!r}: {exc}", self.graph.nodes[name].where,
                              block=name) from None
-        if values.size != slot.size:
-            raise GraphError(f"block {name!r}: pack() returned {values.size} values, "
-                             f"expected {slot.size} (live parameters cannot change sizes)",
-                             block=name)
         self.arrays["p"][slot.start:slot.stop] = values
 
     def _initial_state(self) -> None:
@@ -388,6 +384,23 @@ class Simulation:
             result.time = np.concatenate(times) if times else np.zeros(0)
             result.signals = {k: np.concatenate([c[k] for c in kept]) for k in (kept[0] if kept else {})}
         return result
+
+
+def checked_pack(block: Block, name: str, size: int) -> np.ndarray:
+    """``block.pack()``, checked to fill the ``size`` values of block ``name``'s parameter slot.
+
+    Raises
+    ------
+    ParamError
+        From ``pack`` (an invalid value).
+    GraphError
+        If ``pack`` returned another number of values (live parameters cannot change sizes).
+    """
+    values = block.pack()
+    if values.size != size:
+        raise GraphError(f"block {name!r}: pack() returned {values.size} values, "
+                         f"expected {size} (live parameters cannot change sizes)", block=name)
+    return values
 
 
 @contextmanager
