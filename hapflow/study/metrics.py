@@ -397,8 +397,8 @@ def compute_batch(metrics: dict[str, dict[str, Any]], records: Any,
     """Every metric's columns for every run of a batch (:class:`hapflow.batch.Records`).
 
     Statistics of recorded signals and event counts are computed for all
-    runs at once from the columnar recordings (the same definitions as
-    :func:`compute`; sums may differ from a single run's in the last bits);
+    runs at once from the columnar recordings (the same definitions and
+    bits as :func:`compute`: sums add the samples in time order);
     other metrics run per run on ``run(j)``.  As in :func:`compute_all`, a
     run's first failing metric (in the order of ``metrics``) fails it and
     its later metrics are not computed.
