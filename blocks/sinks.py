@@ -297,6 +297,10 @@ class _LiveMidi:
     """
 
     APIS = ("mido.backends.rtmidi/UNIX_JACK", "mido.backends.rtmidi")
+    LINGER = 0.25   # s the port stays open after the last send: the backend
+    #                 delivers asynchronously (JACK: in its next process cycle,
+    #                 later under a host stall) and closing the port drops what
+    #                 it has not delivered yet
 
     def __init__(self, name: str, t0: float):
         self.port = self._open(name)
@@ -345,6 +349,7 @@ class _LiveMidi:
         self.thread.join()
         for msg in pending:
             self.port.send(msg)
+        time.sleep(self.LINGER)
         self.port.close()
 
 
