@@ -20,7 +20,13 @@ flags and parameter offsets are constants of the compiled step, covariance
 products compute one triangle, and the Joseph update distributes the
 identity instead of forming ``I - K H``.  Everything specialised on follows
 from structural parameters (part of the kernel cache key); live matrices
-stay in ``p``.  ``bench/estimation.py`` measures the result.
+stay in ``p``.  The model's functions are bound into the steps directly (no
+dispatch), a model measuring ``z = H x`` gets the UKF update in closed form
+(exact for a linear map), and a model may prepare its input-only terms once
+per step instead of once per sigma point.  All of it is compiled with
+:func:`hapflow.jit.njit_noalloc`: without numba's atomic reference counting
+on the few dozen calls of a step, which cost as much as the arithmetic.
+``bench/estimation.py`` measures the result.
 """
 from __future__ import annotations
 
@@ -30,19 +36,18 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
 from hapflow.errors import GraphError
+from hapflow.jit import njit_noalloc
 from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
-from .estimation_models import (MODELS, Model, model_f, model_fjac, model_h, model_hjac,
-                                model_mode)
+from .estimation_models import MODELS, PREPARED, Model
 
 
 # ------------------------------------------------------------------ matrix helpers
-@njit
+@njit_noalloc
 def _mm(a, ao, b, bo, c, co, r, k, q, bt, acc, sym):
     """``c[r x q] (+)= a[r x k] @ b[k x q]`` (``b`` stored as ``q x k`` and transposed if ``bt``).
 
@@ -76,7 +81,7 @@ def _mm(a, ao, b, bo, c, co, r, k, q, bt, acc, sym):
                 c[co + j * q + i] = c[co + i * q + j]
 
 
-@njit
+@njit_noalloc
 def _chol(a, ao, scale, c, co, n):
     """Lower Cholesky factor of ``scale * a[n x n]`` into ``c`` (upper part zeroed).
 
@@ -98,7 +103,7 @@ def _chol(a, ao, scale, c, co, n):
             c[co + i * n + j] = s / ljj
 
 
-@njit
+@njit_noalloc
 def _right_solve(lf, lo, m, k, ko, rows):
     """``k[rows x m] <- k S^-1`` in place, ``S = L L'`` given its Cholesky factor ``L`` at ``lf[lo]``.
 
@@ -118,7 +123,7 @@ def _right_solve(lf, lo, m, k, ko, rows):
             k[r + j] = s / lf[lo + j * m + j]
 
 
-@njit
+@njit_noalloc
 def _sigma_points(d, p, xo, lo, so, n, ns, simplex, pchi):
     """Sigma points ``x + L chi_i`` as rows of ``d[so:]`` from the factor ``L`` at ``d[lo:]``.
 
@@ -143,7 +148,7 @@ def _sigma_points(d, p, xo, lo, so, n, ns, simplex, pchi):
             d[so + (1 + n + k) * n + j] = d[xo + j] - c
 
 
-@njit
+@njit_noalloc
 def _weighted_mean(d, so, dim, ns, p, pw, mo):
     """``d[mo:mo+dim]`` = sum_i W_i chi_i over the ``ns`` points of ``dim`` at ``d[so:]``."""
     for j in range(dim):
@@ -153,7 +158,7 @@ def _weighted_mean(d, so, dim, ns, p, pw, mo):
         d[mo + j] = s
 
 
-@njit
+@njit_noalloc
 def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym):
     """``d[co:]`` = sum_i W_i (a_i - a_mean)(b_i - b_mean)' (na x nb), plus the matrix
     ``p[noise:]`` when ``noise >= 0`` (Q or R).  Accumulated point by point (independent
@@ -191,7 +196,7 @@ _Ops = namedtuple("_Ops", "ax bu hx nnn nnt pht hpht ky kpt kkt kr ksk chol_m ch
 GENERIC = _Ops(_mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _chol, _chol,
                _right_solve, _sigma_points, _weighted_mean, _weighted_mean, _weighted_cov,
                _weighted_cov, _weighted_cov)
-_INLINE = {fn: njit(inline="always")(fn.py_func)
+_INLINE = {fn: njit_noalloc(inline="always")(fn.py_func)
            for fn in (_mm, _chol, _right_solve, _sigma_points, _weighted_mean, _weighted_cov)}
 
 
@@ -200,7 +205,7 @@ def _fixed_mm(r: int, k: int, q: int, bt: bool, acc: bool, sym: bool) -> Callabl
     """:func:`_mm` for ``c[r x q] (+)= a[r x k] b`` with the shape and flags fixed."""
     body = _INLINE[_mm]
 
-    @njit
+    @njit_noalloc
     def mm(a, ao, b, bo, c, co, r_, k_, q_, bt_, acc_, sym_):
         body(a, ao, b, bo, c, co, r, k, q, bt, acc, sym)
     return mm
@@ -211,7 +216,7 @@ def _fixed_chol(n: int) -> Callable:
     """:func:`_chol` of an ``n x n`` matrix."""
     body = _INLINE[_chol]
 
-    @njit
+    @njit_noalloc
     def chol(a, ao, scale, c, co, n_):
         body(a, ao, scale, c, co, n)
     return chol
@@ -222,7 +227,7 @@ def _fixed_solve(m: int, rows: int) -> Callable:
     """:func:`_right_solve` of a ``rows x m`` matrix."""
     body = _INLINE[_right_solve]
 
-    @njit
+    @njit_noalloc
     def solve(lf, lo, m_, k, ko, rows_):
         body(lf, lo, m, k, ko, rows)
     return solve
@@ -233,7 +238,7 @@ def _fixed_points(n: int, ns: int, simplex: bool) -> Callable:
     """:func:`_sigma_points` of ``ns`` points of ``n`` states."""
     body = _INLINE[_sigma_points]
 
-    @njit
+    @njit_noalloc
     def points(d, p, xo, lo, so, n_, ns_, simplex_, pchi):
         body(d, p, xo, lo, so, n, ns, simplex, pchi)
     return points
@@ -244,7 +249,7 @@ def _fixed_wmean(dim: int, ns: int) -> Callable:
     """:func:`_weighted_mean` of ``ns`` points of ``dim`` values."""
     body = _INLINE[_weighted_mean]
 
-    @njit
+    @njit_noalloc
     def wmean(d, so, dim_, ns_, p, pw, mo):
         body(d, so, dim, ns, p, pw, mo)
     return wmean
@@ -255,7 +260,7 @@ def _fixed_wcov(na: int, nb: int, ns: int, sym: bool) -> Callable:
     """:func:`_weighted_cov` of ``ns`` points, ``na x nb``."""
     body = _INLINE[_weighted_cov]
 
-    @njit
+    @njit_noalloc
     def wcov(d, ao, am, na_, bo, bm, nb_, ns_, p, pw, co, noise, sym_):
         body(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym)
     return wcov
@@ -373,23 +378,25 @@ class _Estimator:
         return np.asarray(value, dtype=np.float64)
 
     def _model_vector(self) -> np.ndarray:
-        """``[A, B, H, Q, R, x0, P0]`` flat (zeros for an unused A, B, H)."""
+        """``[A, B, H, Q, R, x0, P0]`` flat (zeros for an unused A, B; for a nonlinear model H
+        selects its first m states, the measurement of a model without ``h``)."""
         n, m, l = self.states, self.measurements, self.controls
+        hm = self._flat("H", m * n) if self.linear_model else np.eye(m, n).ravel()
         return np.concatenate([self._flat("A", n * n), self._flat("B", n * l),
-                               self._flat("H", m * n), self._flat("Q", n * n),
+                               hm, self._flat("Q", n * n),
                                self._flat("R", m * m), self._flat("x0", n),
                                self._flat("P0", n * n, np.eye(n))])
 
 
 # ------------------------------------------------------------------ linear Kalman filter
-@njit(inline="always")
+@njit_noalloc(inline="always")
 def _commit(d, p, n):
     """Copy the posterior work entries (after x, P) into the state."""
     for i in range(n + n * n):
         d[i] = d[n + n * n + i]
 
 
-@njit
+@njit_noalloc
 def _init_from(d, p, p0, n):
     """``x = x0``, ``P = P0`` from ``p[p0:]``."""
     for i in range(n + n * n):
@@ -416,7 +423,7 @@ def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
     # the bodies below are pasted into the generated kernel (hapflow.inline), so they
     # call the step directly and write the ports in loops: no further compiled functions
 
-    @njit
+    @njit_noalloc
     def output(t, x, d, m, p, z, x_hat, P_diag, innovation):
         core(d, p, z, z, layout)
         for i in range(N):
@@ -425,7 +432,7 @@ def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
         for i in range(M):
             innovation[i] = d[Y + i]
 
-    @njit
+    @njit_noalloc
     def output_u(t, x, d, m, p, z, u, x_hat, P_diag, innovation):
         core(d, p, z, u, layout)
         for i in range(N):
@@ -434,13 +441,13 @@ def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
         for i in range(M):
             innovation[i] = d[Y + i]
 
-    @njit
+    @njit_noalloc
     def update(t, x, d, m, p, z):
         _commit(d, p, N)
         if MO >= 0:
             d[MO] = d[MO + 1]
 
-    @njit
+    @njit_noalloc
     def update_u(t, x, d, m, p, z, u):
         _commit(d, p, N)
         if MO >= 0:
@@ -496,7 +503,7 @@ class KalmanFilter(_Estimator, Block):
         return np.concatenate([head, self._model_vector()])
 
     @staticmethod
-    @njit
+    @njit_noalloc
     def init(x, d, m, p):
         n, nm, nl = int(p[0]), int(p[1]), int(p[2])
         _init_from(d, p, 3 + 2 * n * n + n * nl + nm * n + nm * nm, n)
@@ -512,22 +519,15 @@ class KalmanFilter(_Estimator, Block):
 # ------------------------------------------------------------------ nonlinear filters
 # header of the EKF/UKF parameter vector: sizes, model, sample time, sigma-point set,
 # then the offsets of the sections that follow
-(_N, _M, _L, _MODEL, _DT, _BU, _NUMJAC, _NS, _SIMPLEX, _LAMN,
- _PWM, _PWC, _PCHI, _PA, _PB, _PH, _PQ, _PR, _PX0, _PC) = range(20)
-_HEAD = 20
+(_N, _M, _L, _DT, _BU, _NUMJAC, _NS, _SIMPLEX, _LAMN,
+ _PWM, _PWC, _PCHI, _PA, _PB, _PH, _PQ, _PR, _PX0, _PC) = range(19)
+_HEAD = 19
 FD_STEP = 6e-6
 """Relative step of the central finite differences (about the cube root of eps)."""
 
 
-@njit
-def _mode(d, p, xo, mo, c):
-    """Switching mode of the next step from the posterior mean ``d[xo:]``, into ``d[mo + 1]``."""
-    d[mo + 1] = model_mode(c[_MODEL], d, xo, p, c[_PC], int(d[mo]))
-    return int(d[mo + 1])
-
-
 # ------------------------------------------------------------------ extended Kalman filter
-@njit(inline="always")
+@njit_noalloc(inline="always")
 def _ekf_offsets(n, m):
     """Offsets of the state and work matrices in ``d`` (the linear KF uses the first 13)."""
     X, P = 0, n
@@ -551,7 +551,7 @@ def _ekf_offsets(n, m):
 
 
 # ------------------------------------------------------------------ unscented Kalman filter
-@njit(inline="always")
+@njit_noalloc(inline="always")
 def _ukf_offsets(n, m, ns):
     X, P = 0, n
     XN = P + n * n
@@ -577,22 +577,28 @@ _Steps = namedtuple("_Steps", "kf ekf ukf")
 
 
 @lru_cache(maxsize=None)
-def _filter_steps(ops: _Ops) -> _Steps:
-    """The KF, EKF and UKF steps built over the operation set ``ops``.
+def _filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
+    """The KF, EKF and UKF steps built over the operation set ``ops`` and the model ``model``.
 
     Each step is ``step(d, p, z, u, c)`` with ``c`` the layout tuple (KF:
     ``(n, m, l)``; EKF/UKF: :meth:`_Nonlinear.layout`) and returns the
     offsets of the posterior ``x``, ``P`` and the innovation in ``d``.  The
-    operations are bound as closure variables, so numba calls them
-    statically (a tuple of functions passed as a value would be a run-time
-    function pointer, which the kernel cache cannot store).  Memoised: one
-    set of steps per operation set.
+    operations and the model's functions (see
+    :mod:`~hapflow.blocks.estimation_models`) are bound as closure
+    variables, so numba calls them statically and inlines the model into
+    the step (a tuple of functions passed as a value would be a run-time
+    function pointer, which the kernel cache cannot store); which of them a
+    model has is decided here, in Python.  Memoised: one set of steps per
+    operation set and model.
     """
     (op_ax, op_bu, op_hx, op_nnn, op_nnt, op_pht, op_hpht, op_ky, op_kpt, op_kkt, op_kr, op_ksk,
      op_chol_m, op_chol_n, op_solve, op_points, op_wmean_n, op_wmean_m, op_wcov_nn, op_wcov_mm,
      op_wcov_nm) = ops
+    spec = MODELS[model]
+    f, h, fjac, rule, prepare = spec.f, spec.h, spec.fjac, spec.mode, spec.prepare
+    linear, linear_h = f is None, h is None     # z = H x: H the block's or the first states
 
-    @njit
+    @njit_noalloc
     def _joseph(d, hm, ho, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN):
         """Kalman correction of the prior ``(d[XP], d[PP])`` by the innovation ``d[Y]``.
 
@@ -632,7 +638,7 @@ def _filter_steps(ops: _Ops) -> _Steps:
         op_kr(d, K, p, pr, d, PHT, n, m, m, False, False, False)
         op_kkt(d, PHT, d, K, d, PN, n, m, n, True, True, True)
 
-    @njit
+    @njit_noalloc
     def _kf_core(d, p, z, u, c):
         """One linear Kalman step (see :class:`KalmanFilter`); ``c = (n, m, l)``.
 
@@ -662,29 +668,39 @@ def _filter_steps(ops: _Ops) -> _Steps:
         _joseph(d, p, ph, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
-    @njit
-    def _fx(p, s, so, out, oo, u, mode, c):
-        """Propagate the state ``s[so:so+n]`` over one sample into ``out[oo:]`` (layout ``c``)."""
-        n, l, model = c[_N], c[_L], c[_MODEL]
-        if model == 0:
+    @njit_noalloc(inline="always")
+    def _start(d, p, xo, mo, u, c):
+        """Start of a nonlinear step: the switching mode of the step from the posterior mean
+        ``d[xo:]`` (into ``d[mo + 1]``; returned) and the model's values prepared from ``u``
+        (into ``d[mo + 2:]``)."""
+        if rule is not None:
+            d[mo + 1] = rule(d, xo, p, c[_PC], int(d[mo]))
+        if prepare is not None:
+            prepare(p, c[_PC], u, d, mo + 2)
+        return int(d[mo + 1])
+
+    @njit_noalloc
+    def _fx(p, s, so, out, oo, u, mode, w, c):
+        """Propagate the state ``s[so:so+n]`` over one sample into ``out[oo:]`` (layout ``c``;
+        the model's prepared values at ``s[w:]``)."""
+        n, l = c[_N], c[_L]
+        if linear:
             op_ax(p, c[_PA], s, so, out, oo, n, n, 1, False, False, False)
         else:
-            model_f(model, s, so, out, oo, p, c[_PC], u, p[_DT], mode)
+            f(s, so, out, oo, p, c[_PC], u, p[_DT], mode, w)
         if l > 0 and c[_BU] != 0:
             op_bu(p, c[_PB], u, 0, out, oo, n, l, 1, False, True, False)
 
-    @njit
+    @njit_noalloc(inline="always")
     def _hx(p, s, so, out, oo, c):
         """Predicted measurement of the state ``s[so:so+n]`` into ``out[oo:oo+m]``."""
-        model = c[_MODEL]
-        if model == 0:
-            op_hx(p, c[_PH], s, so, out, oo, c[_M], c[_N], 1, False, False,
-                      False)
+        if linear_h:
+            op_hx(p, c[_PH], s, so, out, oo, c[_M], c[_N], 1, False, False, False)
         else:
-            model_h(model, s, so, out, oo, p, c[_PC])
+            h(s, so, out, oo, p, c[_PC])
 
-    @njit
-    def _fd_columns(d, p, x, xo, jac, jo, rows, n, wa, wb, u, mode, meas, c):
+    @njit_noalloc
+    def _fd_columns(d, p, x, xo, jac, jo, rows, n, wa, wb, u, mode, w, meas, c):
         """Central-difference Jacobian (rows x n) of ``f`` (``meas`` false) or ``h`` at ``x[xo:]``.
 
         ``d[wa:]``, ``d[wb:]`` hold the two evaluations; ``x`` is perturbed in place and restored.
@@ -696,30 +712,32 @@ def _filter_steps(ops: _Ops) -> _Steps:
             if meas:
                 _hx(p, x, xo, d, wa, c)
             else:
-                _fx(p, x, xo, d, wa, u, mode, c)
+                _fx(p, x, xo, d, wa, u, mode, w, c)
             x[xo + j] = x0 - step
             if meas:
                 _hx(p, x, xo, d, wb, c)
             else:
-                _fx(p, x, xo, d, wb, u, mode, c)
+                _fx(p, x, xo, d, wb, u, mode, w, c)
             x[xo + j] = x0
             for i in range(rows):
                 jac[jo + i * n + j] = (d[wa + i] - d[wb + i]) / (2.0 * step)
 
-    @njit
+    @njit_noalloc
     def _ekf_core(d, p, z, u, c):
         """One EKF step on layout ``c`` (see :meth:`_Nonlinear.layout`)."""
-        n, m, model = c[_N], c[_M], c[_MODEL]
+        n, m = c[_N], c[_M]
         X, P, XN, PN, XP, PP, Y, S, LS, PHT, K, NK, T, FJ, HJ, WA, WB, MO = _ekf_offsets(n, m)
         numeric = c[_NUMJAC] != 0
-        mode = _mode(d, p, X, MO, c)
+        mode, W = _start(d, p, X, MO, u, c), MO + 2
         # predict: xp = f(x, u), F = df/dx at x, Pp = F P F' + Q
-        _fx(p, d, X, d, XP, u, mode, c)
-        if model == 0 and not numeric:
+        _fx(p, d, X, d, XP, u, mode, W, c)
+        if linear and not numeric:
             for i in range(n * n):
                 d[FJ + i] = p[c[_PA] + i]
-        elif numeric or not model_fjac(model, d, X, p, c[_PC], u, p[_DT], mode, d, FJ):
-            _fd_columns(d, p, d, X, d, FJ, n, n, WA, WB, u, mode, False, c)
+        elif fjac is not None and not numeric:
+            fjac(d, X, p, c[_PC], u, p[_DT], mode, d, FJ, W)
+        else:
+            _fd_columns(d, p, d, X, d, FJ, n, n, WA, WB, u, mode, W, False, c)
         op_nnn(d, FJ, d, P, d, T, n, n, n, False, False, False)
         op_nnt(d, T, d, FJ, d, PP, n, n, n, True, False, True)
         pq = c[_PQ]
@@ -729,15 +747,15 @@ def _filter_steps(ops: _Ops) -> _Steps:
         _hx(p, d, XP, d, WA, c)
         for i in range(m):
             d[Y + i] = z[i] - d[WA + i]
-        if model == 0 and not numeric:
+        if linear_h and not numeric:
             for i in range(m * n):
                 d[HJ + i] = p[c[_PH] + i]
-        elif numeric or not model_hjac(model, n, m, d, XP, p, c[_PC], d, HJ):
-            _fd_columns(d, p, d, XP, d, HJ, m, n, WA, WB, u, mode, True, c)
+        else:
+            _fd_columns(d, p, d, XP, d, HJ, m, n, WA, WB, u, mode, W, True, c)
         _joseph(d, d, HJ, p, c[_PR], n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
-    @njit
+    @njit_noalloc
     def _sigmas(d, p, xo, po, lo, so, n, c):
         """Sigma points of ``(x, P)`` as rows of ``d[so:]`` (:func:`_sigma_points`).
 
@@ -749,26 +767,36 @@ def _filter_steps(ops: _Ops) -> _Steps:
         op_chol_n(d, po, 1.0 if simplex else p[_LAMN], d, lo, n)
         op_points(d, p, xo, lo, so, n, c[_NS], simplex, c[_PCHI])
 
-    @njit
+    @njit_noalloc
     def _ukf_core(d, p, z, u, c):
         """One UKF step on layout ``c`` (see :meth:`_Nonlinear.layout`)."""
         n, m, ns = c[_N], c[_M], c[_NS]
         pwm, pwc = c[_PWM], c[_PWC]
         X, P, XN, PN, SIG, SF, SH, LC, XP, PP, ZP, S, LS, PXZ, K, Y, T, MO = _ukf_offsets(n, m, ns)
-        mode = _mode(d, p, X, MO, c)
+        mode, W = _start(d, p, X, MO, u, c), MO + 2
         # predict: propagate the sigma points of (x, P) and take their weighted moments
         _sigmas(d, p, X, P, LC, SIG, n, c)
         for i in range(ns):
-            _fx(p, d, SIG + i * n, d, SF + i * n, u, mode, c)
+            _fx(p, d, SIG + i * n, d, SF + i * n, u, mode, W, c)
         op_wmean_n(d, SF, n, ns, p, pwm, XP)
         op_wcov_nn(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, c[_PQ], True)
-        # update: fresh sigma points of the prior through the measurement
-        _sigmas(d, p, XP, PP, LC, SIG, n, c)
-        for i in range(ns):
-            _hx(p, d, SIG + i * n, d, SH + i * m, c)
-        op_wmean_m(d, SH, m, ns, p, pwm, ZP)
-        op_wcov_mm(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, c[_PR], True)
-        op_wcov_nm(d, SIG, XP, n, SH, ZP, m, ns, p, pwc, PXZ, -1, False)
+        if linear_h:
+            # update with z = H x: the unscented transform of a linear map is exact (both
+            # sigma sets reproduce the prior's mean and covariance), so in closed form
+            # zp = H xp, Pxz = Pp H', S = H Pp H' + R
+            op_hx(p, c[_PH], d, XP, d, ZP, m, n, 1, False, False, False)
+            op_pht(d, PP, p, c[_PH], d, PXZ, n, n, m, True, False, False)
+            op_hpht(p, c[_PH], d, PXZ, d, S, m, n, m, False, False, True)
+            for i in range(m * m):
+                d[S + i] += p[c[_PR] + i]
+        else:
+            # update: fresh sigma points of the prior through the measurement
+            _sigmas(d, p, XP, PP, LC, SIG, n, c)
+            for i in range(ns):
+                _hx(p, d, SIG + i * n, d, SH + i * m, c)
+            op_wmean_m(d, SH, m, ns, p, pwm, ZP)
+            op_wcov_mm(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, c[_PR], True)
+            op_wcov_nm(d, SIG, XP, n, SH, ZP, m, ns, p, pwc, PXZ, -1, False)
         op_chol_m(d, S, 1.0, d, LS, m)
         for i in range(n * m):
             d[K + i] = d[PXZ + i]
@@ -851,7 +879,7 @@ class _Nonlinear(_Estimator):
     """Model selection, coefficients and parameter packing of the EKF and UKF (a mixin)."""
 
     @staticmethod
-    @njit
+    @njit_noalloc
     def init(x, d, m, p):
         _init_from(d, p, int(p[_PX0]), int(p[_N]))
 
@@ -903,7 +931,7 @@ class _Nonlinear(_Estimator):
     def layout(self, ns: int, simplex: bool) -> tuple[int, ...]:
         """The integer head of the packed parameters (``_HEAD`` entries; ``_DT``, ``_LAMN`` 0).
 
-        Sizes ``n, m, l``, model index, flags (``B u`` term, numeric
+        Sizes ``n, m, l``, flags (``B u`` term, numeric
         Jacobians, simplex set), number of sigma points ``ns``, then the
         offsets in ``p`` of ``Wm, Wc, chi, A, B, H, Q, R, [x0, P0]`` and the
         model coefficients.  All of it follows from structural parameters.
@@ -912,7 +940,7 @@ class _Nonlinear(_Estimator):
         n, m, l = self.states, self.measurements, self.controls
         sizes = [ns, ns, n * ns if simplex else 0, n * n, n * l, m * n, n * n, m * m, n + n * n]
         offsets = np.cumsum([_HEAD] + sizes).tolist()
-        return (n, m, l, spec.index, 0, int(spec.control_matrix),
+        return (n, m, l, 0, int(spec.control_matrix),
                 int(getattr(self, "jacobian", "auto") == "numeric"), ns, int(simplex), 0,
                 *offsets)
 
@@ -921,13 +949,13 @@ class _Nonlinear(_Estimator):
         """Kernels of the ``kind`` step (``ekf``, ``ukf``) specialised on this structure
         (see :func:`_specialised`)."""
         n, m, l = self.states, self.measurements, self.controls
-        core = getattr(_filter_steps(_fixed_ops(n, m, l, ns, simplex)), kind)
+        core = getattr(_filter_steps(_fixed_ops(n, m, l, ns, simplex), self.model), kind)
         return _specialised(core, self.layout(ns, simplex), n, m, post, mo, l > 0,
                             _Nonlinear.init)
 
     def _sizes_for(self, extra: int) -> None:
         self.check_matrices()
-        self.dstate = extra + 2
+        self.dstate = extra + 2 + PREPARED       # the mode pair, the model's prepared values
         self._ports()
 
 
@@ -1008,7 +1036,12 @@ class UnscentedKalmanFilter(_Nonlinear, Block):
     ``zp, S`` their mean and covariance plus ``R``, ``Pxz`` the cross
     covariance; ``K = Pxz S^-1``, ``x = xp + K (z - zp)``, ``P = Pp - K S K'``.
     This is ``filterpy.kalman.UnscentedKalmanFilter``'s ``predict()`` then
-    ``update(z)``.  A held block with direct feedthrough.
+    ``update(z)``.  A model that measures ``z = H x`` (``linear`` and every
+    model measuring its first states) gets the update in closed form,
+    ``zp = H xp``, ``S = H Pp H' + R``, ``Pxz = Pp H'``: what the sigma points
+    give for a linear map, exactly (both sets reproduce the prior's mean and
+    covariance), without the second set.  A held block with direct
+    feedthrough.
 
     Ports
     -----

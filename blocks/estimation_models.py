@@ -3,23 +3,30 @@
 A graph selects a model with the ``model`` parameter of
 :class:`~hapflow.blocks.estimation.ExtendedKalmanFilter` or
 :class:`~hapflow.blocks.estimation.UnscentedKalmanFilter`.  Each model is a
-set of ``@njit`` functions over flat arrays (no allocation):
+set of ``@njit_noalloc`` functions over flat arrays (no allocation), which the
+filter steps bind directly (no dispatch at run time):
 
-- ``f(s, so, out, oo, p, pc, u, dt, mode)``: the state ``s[so:so+n]`` one
+- ``f(s, so, out, oo, p, pc, u, dt, mode, w)``: the state ``s[so:so+n]`` one
   sample ``dt`` ahead into ``out[oo:oo+n]``, with the input ``u`` of the
-  current sample and the model coefficients at ``p[pc:]``;
-- ``h(s, so, out, oo, p, pc)``: the predicted measurement into ``out[oo:]``;
-- optionally ``fjac(s, so, p, pc, u, dt, mode, jac, jo)`` and
-  ``hjac(s, so, p, pc, jac, jo)``: analytic Jacobians (row-major into
-  ``jac[jo:]``); a model without them gets central finite differences;
+  current sample, the model coefficients at ``p[pc:]`` and the values the
+  model prepared for this sample at ``s[w:]``;
+- optionally ``prepare(p, pc, u, s, w)``: up to :data:`PREPARED` values that
+  depend on the input only, computed once per sample into ``s[w:]`` (a UKF
+  propagates every sigma point with the same input);
+- ``h(s, so, out, oo, p, pc)``: the predicted measurement into ``out[oo:]``,
+  only for a model whose measurement is not its first ``m`` states; the
+  others are ``z = H x`` with ``H`` the selection matrix, which the filters
+  apply themselves (exactly: no sigma points, no finite differences);
+- optionally ``fjac(s, so, p, pc, u, dt, mode, jac, jo, w)``: the analytic
+  state Jacobian (row-major into ``jac[jo:]``); a model without it gets
+  central finite differences;
 - optionally ``mode(s, so, p, pc, previous) -> int``: a switching rule
   evaluated once per sample on the posterior mean (the hysteresis of the
   kinematic models near singular configurations).
 
 :data:`MODELS` lists them with their sizes and coefficients; the ``linear``
-model (matrices ``A``, ``B``, ``H``) is handled by the filters themselves.
-The dispatch functions below select a model by its index with a chain of
-branches that numba resolves in the compiled kernel.
+model (matrices ``A``, ``B``, ``H``) has no functions: the filters apply
+its matrices themselves.
 
 Kinematic models (seed 004 chapter 2) take measured accelerations as the
 input ``u`` and encoder angles as the measurement.  Their accelerations are
@@ -51,80 +58,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
-from numba import njit
+from hapflow.jit import njit_noalloc
 
 from .multibody import crank_position, crank_singularity, crank_speed_growth, crank_terms
 
-
-@dataclass(frozen=True)
-class Model:
-    """A registered estimation model.
-
-    Attributes
-    ----------
-    index : int
-        Number used by the compiled dispatch.
-    states, measurements, controls : int or None
-        Fixed sizes (None: any, as set by the block's parameters).
-    coeffs : tuple of (name, unit, default)
-        Model coefficients, packed in this order.
-    jacobian : bool
-        True if analytic Jacobians are provided.
-    control_matrix : bool
-        True if the control enters as ``+ B u`` (the block's ``B``).
-    doc : str
-        One line for error messages and the block reference.
-    """
-
-    index: int
-    states: int | None
-    measurements: int | None
-    controls: int | None
-    coeffs: tuple[tuple[str, str, float], ...]
-    jacobian: bool
-    control_matrix: bool
-    doc: str
-
-
-_CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
-_MASSES = (("mc", "kg", 1.872), ("mr", "kg", 3.744), ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
-
-MODELS: dict[str, Model] = {
-    "linear": Model(0, None, None, None, (), True, True,
-                    "x[k] = A x[k-1] + B u[k], z = H x"),
-    "pendulum": Model(1, 2, 1, None, (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0)),
-                      True, True,
-                      "damped pendulum [theta, omega], explicit Euler (+ B u), z = theta"),
-    "slider_crank_kkf": Model(2, 3, 1, 1, _CRANK + (("band", "rad", 0.08),
-                                                    ("hysteresis", "rad", 0.02),
-                                                    ("growth", "1/s", 60.0)), False, False,
-                              "slider-crank KKF [theta, omega, alpha], u = slider acceleration, "
-                              "z = crank angle, switching near dead centres (angle band, "
-                              "and speed-error growth rate on the approach)"),
-    "slider_crank_force": Model(3, 2, 1, 3, _CRANK + _MASSES, True, False,
-                                "slider-crank force observer [T, F], u = [theta, omega, alpha] "
-                                "from a KKF, z = crank torque, F a random walk"),
-    "slider_crank_benchmark": Model(4, 4, 2, 1, _CRANK + _MASSES, False, False,
-                                    "slider-crank dynamic observer [theta, omega, alpha, F], "
-                                    "u = crank torque, z = [theta, slider acceleration]"),
-    "two_link_kkf": Model(5, 6, 2, 2, (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2)),
-                          True, False,
-                          "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
-                          "u = tangential link accelerations, z = joint angles"),
-}
+PREPARED = 2
+"""Entries of the filter state reserved for a model's per-sample prepared values."""
 
 
 # ------------------------------------------------------------------ pendulum
-@njit
-def _pendulum_f(s, so, out, oo, p, pc, dt):
+@njit_noalloc(inline="always")
+def _pendulum_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om = s[so], s[so + 1]
     out[oo] = th + dt * om
     out[oo + 1] = om + dt * (-p[pc] / p[pc + 1] * math.sin(th) - p[pc + 2] * om)
 
 
-@njit
-def _pendulum_fjac(s, so, p, pc, dt, jac, jo):
+@njit_noalloc(inline="always")
+def _pendulum_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo] = 1.0
     jac[jo + 1] = dt
     jac[jo + 2] = -dt * p[pc] / p[pc + 1] * math.cos(s[so])
@@ -132,7 +85,7 @@ def _pendulum_fjac(s, so, p, pc, dt, jac, jo):
 
 
 # ------------------------------------------------------------------ kinematic predictor
-@njit
+@njit_noalloc(inline="always")
 def _advance(s, so, out, oo, k, dt, alpha_new, j):
     """Coordinate ``j`` of a ``k``-dof ``[q, q', q'']`` state: trapezoidal speed, new
     acceleration ``alpha_new``."""
@@ -143,8 +96,8 @@ def _advance(s, so, out, oo, k, dt, alpha_new, j):
 
 
 # ------------------------------------------------------------------ slider-crank
-@njit
-def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode):
+@njit_noalloc(inline="always")
+def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al = s[so], s[so + 1], s[so + 2]
     thp = th + dt * om + 0.5 * dt * dt * al
     omp = om + dt * al
@@ -160,7 +113,7 @@ def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode):
     _advance(s, so, out, oo, 1, dt, (u[0] - kin[2] * omp * omp) / kin[1], 0)
 
 
-@njit
+@njit_noalloc(inline="always")
 def _crank_kkf_mode(s, so, p, pc, previous):
     """Switching rule ``Omega(theta, omega)``: 1 within ``band`` of a dead centre or where the
     kinematic model amplifies speed errors faster than ``growth``; back to 0 beyond
@@ -175,25 +128,31 @@ def _crank_kkf_mode(s, so, p, pc, previous):
     return 0
 
 
-@njit
-def _crank_force_f(s, so, out, oo, p, pc, u, dt):
+@njit_noalloc(inline="always")
+def _crank_force_prepare(p, pc, u, s, w):
+    """Torque of the motion ``u`` without the force, and the force's lever ``xs'``."""
     mass, cor, grav, dxs = crank_terms(u[0], p[pc], p[pc + 1], p[pc + 2], p[pc + 3], p[pc + 4],
                                        p[pc + 5], p[pc + 6])
-    out[oo] = mass * u[2] + cor * u[1] * u[1] + grav - s[so + 1] * dxs
+    s[w] = mass * u[2] + cor * u[1] * u[1] + grav
+    s[w + 1] = dxs
+
+
+@njit_noalloc(inline="always")
+def _crank_force_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    out[oo] = s[w] - s[so + 1] * s[w + 1]
     out[oo + 1] = s[so + 1]
 
 
-@njit
-def _crank_force_fjac(s, so, p, pc, u, jac, jo):
-    dxs = crank_position(u[0], p[pc], p[pc + 1], p[pc + 2])[5]
+@njit_noalloc(inline="always")
+def _crank_force_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo] = 0.0
-    jac[jo + 1] = -dxs
+    jac[jo + 1] = -s[w + 1]
     jac[jo + 2] = 0.0
     jac[jo + 3] = 1.0
 
 
-@njit
-def _crank_bench_f(s, so, out, oo, p, pc, u, dt):
+@njit_noalloc(inline="always")
+def _crank_bench_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al, force = s[so], s[so + 1], s[so + 2], s[so + 3]
     thp = th + dt * om + 0.5 * dt * dt * al
     omp = om + dt * al
@@ -203,7 +162,7 @@ def _crank_bench_f(s, so, out, oo, p, pc, u, dt):
     out[oo + 3] = force
 
 
-@njit
+@njit_noalloc(inline="always")
 def _crank_bench_h(s, so, out, oo, p, pc):
     dxs, ddxs = crank_position(s[so], p[pc], p[pc + 1], p[pc + 2])[5:]
     out[oo] = s[so]
@@ -211,14 +170,14 @@ def _crank_bench_h(s, so, out, oo, p, pc):
 
 
 # ------------------------------------------------------------------ two-link planar arm
-@njit
+@njit_noalloc(inline="always")
 def _two_link_alpha2(th2, om1, a1, a2, l1, d1, d2):
     """Elbow acceleration from the two tangential accelerometers (seed 004 eq. 2.24)."""
     return -a1 * (l1 * math.cos(th2) + d2) / (d1 * d2) + (a2 - l1 * math.sin(th2) * om1 * om1) / d2
 
 
-@njit
-def _two_link_f(s, so, out, oo, p, pc, u, dt):
+@njit_noalloc(inline="always")
+def _two_link_f(s, so, out, oo, p, pc, u, dt, mode, w):
     l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
     th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
     om1p = s[so + 2] + dt * s[so + 4]
@@ -226,8 +185,8 @@ def _two_link_f(s, so, out, oo, p, pc, u, dt):
     _advance(s, so, out, oo, 2, dt, _two_link_alpha2(th2p, om1p, u[0], u[1], l1, d1, d2), 1)
 
 
-@njit
-def _two_link_fjac(s, so, p, pc, u, dt, jac, jo):
+@njit_noalloc(inline="always")
+def _two_link_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
     th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
     om1p = s[so + 2] + dt * s[so + 4]
@@ -248,64 +207,66 @@ def _two_link_fjac(s, so, p, pc, u, dt, jac, jo):
         jac[jo + 5 * 6 + i] = da[i]
 
 
-# ------------------------------------------------------------------ dispatch
-@njit
-def model_f(model, s, so, out, oo, p, pc, u, dt, mode):
-    """Propagate with model ``model`` (index >= 1; see :data:`MODELS`)."""
-    if model == 1:
-        _pendulum_f(s, so, out, oo, p, pc, dt)
-    elif model == 2:
-        _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode)
-    elif model == 3:
-        _crank_force_f(s, so, out, oo, p, pc, u, dt)
-    elif model == 4:
-        _crank_bench_f(s, so, out, oo, p, pc, u, dt)
-    elif model == 5:
-        _two_link_f(s, so, out, oo, p, pc, u, dt)
+# ------------------------------------------------------------------ registry
+@dataclass(frozen=True)
+class Model:
+    """A registered estimation model.
+
+    Attributes
+    ----------
+    states, measurements, controls : int or None
+        Fixed sizes (None: any, as set by the block's parameters).
+    coeffs : tuple of (name, unit, default)
+        Model coefficients, packed in this order.
+    control_matrix : bool
+        True if the control enters as ``+ B u`` (the block's ``B``).
+    doc : str
+        One line for error messages and the block reference.
+    f, h, fjac, mode, prepare : callable or None
+        The model functions (see the module doc); ``h`` None: the model
+        measures ``z = H x`` (the block's ``H`` for ``linear``, else its first
+        ``m`` states); ``fjac`` None: finite differences.
+    """
+
+    states: int | None
+    measurements: int | None
+    controls: int | None
+    coeffs: tuple[tuple[str, str, float], ...]
+    control_matrix: bool
+    doc: str
+    f: Callable | None = None
+    h: Callable | None = None
+    fjac: Callable | None = None
+    mode: Callable | None = None
+    prepare: Callable | None = None
 
 
-@njit
-def model_h(model, s, so, out, oo, p, pc):
-    """Predicted measurement of model ``model`` (index >= 1)."""
-    if model == 4:
-        _crank_bench_h(s, so, out, oo, p, pc)
-    elif model == 5:
-        out[oo] = s[so]
-        out[oo + 1] = s[so + 1]
-    else:                                      # pendulum, slider-crank KKF and force: first state
-        out[oo] = s[so]
+_CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
+_MASSES = (("mc", "kg", 1.872), ("mr", "kg", 3.744), ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
 
-
-@njit
-def model_fjac(model, s, so, p, pc, u, dt, mode, jac, jo):
-    """Analytic state Jacobian into ``jac[jo:]``; False if the model has none."""
-    if model == 1:
-        _pendulum_fjac(s, so, p, pc, dt, jac, jo)
-        return True
-    if model == 3:
-        _crank_force_fjac(s, so, p, pc, u, jac, jo)
-        return True
-    if model == 5:
-        _two_link_fjac(s, so, p, pc, u, dt, jac, jo)
-        return True
-    return False
-
-
-@njit
-def model_hjac(model, n, m, s, so, p, pc, jac, jo):
-    """Analytic measurement Jacobian (m x n) into ``jac[jo:]``; False if the model has none."""
-    if model == 4:
-        return False
-    for i in range(m * n):
-        jac[jo + i] = 0.0
-    for i in range(m):                         # the others measure their first m states
-        jac[jo + i * n + i] = 1.0
-    return True
-
-
-@njit
-def model_mode(model, s, so, p, pc, previous):
-    """Switching mode for the next step (0 = nominal model)."""
-    if model == 2:
-        return _crank_kkf_mode(s, so, p, pc, previous)
-    return 0
+MODELS: dict[str, Model] = {
+    "linear": Model(None, None, None, (), True, "x[k] = A x[k-1] + B u[k], z = H x"),
+    "pendulum": Model(2, 1, None, (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0)),
+                      True, "damped pendulum [theta, omega], explicit Euler (+ B u), z = theta",
+                      f=_pendulum_f, fjac=_pendulum_fjac),
+    "slider_crank_kkf": Model(3, 1, 1, _CRANK + (("band", "rad", 0.08),
+                                                    ("hysteresis", "rad", 0.02),
+                                                    ("growth", "1/s", 60.0)), False,
+                              "slider-crank KKF [theta, omega, alpha], u = slider acceleration, "
+                              "z = crank angle, switching near dead centres (angle band, "
+                              "and speed-error growth rate on the approach)",
+                              f=_crank_kkf_f, mode=_crank_kkf_mode),
+    "slider_crank_force": Model(2, 1, 3, _CRANK + _MASSES, False,
+                                "slider-crank force observer [T, F], u = [theta, omega, alpha] "
+                                "from a KKF, z = crank torque, F a random walk",
+                                f=_crank_force_f, fjac=_crank_force_fjac,
+                                prepare=_crank_force_prepare),
+    "slider_crank_benchmark": Model(4, 2, 1, _CRANK + _MASSES, False,
+                                    "slider-crank dynamic observer [theta, omega, alpha, F], "
+                                    "u = crank torque, z = [theta, slider acceleration]",
+                                    f=_crank_bench_f, h=_crank_bench_h),
+    "two_link_kkf": Model(6, 2, 2, (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2)),
+                          False, "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
+                          "u = tangential link accelerations, z = joint angles",
+                          f=_two_link_f, fjac=_two_link_fjac),
+}

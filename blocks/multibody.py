@@ -25,12 +25,13 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block
+from hapflow.jit import njit_noalloc
 from hapflow.params import Live, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
 
-@njit
+@njit_noalloc(inline="always")
 def crank_position(th, c, r, h):
     """Slider-crank position analysis without the rod angle itself (no ``asin``).
 
@@ -60,7 +61,7 @@ def crank_position(th, c, r, h):
     return s, cp, dphi, ddphi, xs, dxs, ddxs
 
 
-@njit
+@njit_noalloc(inline="always")
 def crank_kinematics(th, c, r, h):
     """:func:`crank_position` with the rod angle itself (rad) in place of its sine and cosine.
 
@@ -71,15 +72,18 @@ def crank_kinematics(th, c, r, h):
     return math.asin(sp), dphi, ddphi, xs, dxs, ddxs
 
 
-@njit
+@njit_noalloc(inline="always")
 def crank_singularity(th, c, r, h):
-    """Distance (rad) of the crank from the nearest dead centre: ``|theta - phi|`` mod ``pi``."""
-    phi = crank_kinematics(th, c, r, h)[0]
-    e = (th - phi) % math.pi                    # in [0, pi)
-    return min(e, math.pi - e)
+    """Distance (rad) of the crank from the nearest dead centre: ``|theta - phi|`` mod ``pi``.
+
+    Computed as ``asin(|sin(theta - phi)|)`` with ``sin(theta - phi) =
+    -xs' cos(phi) / c`` (no rod angle, no modulo).
+    """
+    _, cp, _, _, _, dxs, _ = crank_position(th, c, r, h)
+    return math.asin(min(1.0, abs(dxs) * cp / c))
 
 
-@njit
+@njit_noalloc(inline="always")
 def crank_speed_growth(th, om, c, r, h):
     """Rate (1/s) at which the acceleration constraint solved for ``alpha`` grows a speed error.
 
@@ -109,7 +113,7 @@ def crank_speed_growth(th, om, c, r, h):
     return -2.0 * ddxs * om / dxs
 
 
-@njit
+@njit_noalloc(inline="always")
 def crank_terms(th, c, r, h, mc, mr, ms, g):
     """Reduced dynamics ``T = M alpha + C omega^2 + G - F xs'`` about the crank axis.
 
@@ -139,7 +143,7 @@ def crank_terms(th, c, r, h, mc, mr, ms, g):
     return mass, cor, grav, dxs
 
 
-@njit
+@njit_noalloc(inline="always")
 def crank_torque(th, om, al, force, c, r, h, mc, mr, ms, g):
     """Crank torque (N m) for crank motion ``(th, om, al)`` and slider force ``force`` (N, +x)."""
     mass, cor, grav, dxs = crank_terms(th, c, r, h, mc, mr, ms, g)

@@ -119,7 +119,7 @@ def test_fixed_and_generic_steps_give_identical_bits():
     fixed = _steps(block, z, u)
     layout = block.layout(0, False)
     off = est._ekf_offsets.py_func(6, 2)
-    generic = est._filter_steps(est.GENERIC).ekf
+    generic = est._filter_steps(est.GENERIC, "two_link_kkf").ekf
     p = block.pack()
     d = np.zeros(block.dstate)
     est._Nonlinear.init(d, d, d, p)

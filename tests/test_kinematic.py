@@ -109,13 +109,13 @@ def test_dead_centre_is_where_the_slider_lever_vanishes():
 
 
 def test_slider_crank_switching_has_a_hysteresis_band():
-    from hapflow.blocks.estimation_models import MODELS, model_mode
-    index = MODELS["slider_crank_kkf"].index
+    from hapflow.blocks.estimation_models import MODELS
+    model_mode = MODELS["slider_crank_kkf"].mode
     p = np.array([*CRANK, 0.3, 0.05, 1e9])          # enter at <= 0.3 rad, leave at > 0.35 rad
     mode = 0
     seen = []
     for dist in (0.5, 0.31, 0.29, 0.1, 0.33, 0.349, 0.36, 0.32, 0.3):
-        mode = model_mode(index, np.array([_angle_at(dist), 12.56]), 0, p, 0, mode)
+        mode = model_mode(np.array([_angle_at(dist), 12.56]), 0, p, 0, mode)
         seen.append(mode)
     assert seen == [0, 0, 1, 1, 1, 1, 0, 0, 1]
 
@@ -140,26 +140,26 @@ def test_slider_crank_switches_early_only_when_approaching_a_dead_centre():
     # 0.15 rad past the outer dead centre, outside the 0.08 rad band: leaving it (omega > 0)
     # speed errors decay and the constraint is kept; turning back towards it (omega < 0)
     # they grow faster than 60 1/s and the acceleration becomes a random walk
-    from hapflow.blocks.estimation_models import MODELS, model_mode
+    from hapflow.blocks.estimation_models import MODELS
+    model_mode = MODELS["slider_crank_kkf"].mode
     from hapflow.blocks.multibody import crank_speed_growth
-    index = MODELS["slider_crank_kkf"].index
     p = np.array([*CRANK, 0.08, 0.02, 60.0])
     th = _angle_at(0.15)
     assert crank_speed_growth(th, -12.56, *CRANK) > 60.0
-    assert model_mode(index, np.array([th, 12.56]), 0, p, 0, 0) == 0
-    assert model_mode(index, np.array([th, -12.56]), 0, p, 0, 0) == 1
-    assert model_mode(index, np.array([th, -12.56]), 0, p, 0, 1) == 1
+    assert model_mode(np.array([th, 12.56]), 0, p, 0, 0) == 0
+    assert model_mode(np.array([th, -12.56]), 0, p, 0, 0) == 1
+    assert model_mode(np.array([th, -12.56]), 0, p, 0, 1) == 1
     # inside the band both ways; leaving, back to the constraint beyond band + hysteresis
-    assert model_mode(index, np.array([_angle_at(0.07), 12.56]), 0, p, 0, 0) == 1
-    assert model_mode(index, np.array([_angle_at(0.09), 12.56]), 0, p, 0, 1) == 1
-    assert model_mode(index, np.array([_angle_at(0.11), 12.56]), 0, p, 0, 1) == 0
+    assert model_mode(np.array([_angle_at(0.07), 12.56]), 0, p, 0, 0) == 1
+    assert model_mode(np.array([_angle_at(0.09), 12.56]), 0, p, 0, 1) == 1
+    assert model_mode(np.array([_angle_at(0.11), 12.56]), 0, p, 0, 1) == 0
 
 
 def test_slider_crank_kkf_model_predicts_the_exact_motion():
     # one step of the model from the true state with the true slider acceleration
-    from hapflow.blocks.estimation_models import MODELS, model_f
+    from hapflow.blocks.estimation_models import MODELS
+    model_f = MODELS["slider_crank_kkf"].f
     from hapflow.blocks.multibody import crank_kinematics, crank_singularity
-    index = MODELS["slider_crank_kkf"].index
     p = np.array([*CRANK, 0.3, 0.05, 60.0])
     dt, w = 1e-3, 4 * np.pi
     t = np.arange(3000) * dt
@@ -171,8 +171,8 @@ def test_slider_crank_kkf_model_predicts_the_exact_motion():
     err = {0: [], 1: []}
     for k in range(1, t.size):
         mode = int(crank_singularity(th[k - 1], *CRANK) <= 0.3)
-        model_f(index, np.array([th[k - 1], om[k - 1], al[k - 1]]), 0, out, 0, p, 0,
-                acc[k:k + 1], dt, mode)
+        model_f(np.array([th[k - 1], om[k - 1], al[k - 1]]), 0, out, 0, p, 0,
+                acc[k:k + 1], dt, mode, 0)
         err[mode].append(out - [th[k], om[k], al[k]])
     normal, singular = np.abs(err[0]), np.abs(err[1])
     assert len(singular) > 100 and len(normal) > 1000
