@@ -914,6 +914,9 @@ class _Nonlinear(_Estimator):
             names = ", ".join(f"{n} ({u})" for n, u, _ in spec.coeffs) or "none"
             raise ParamError("coeffs", f"parameter 'coeffs' of model {self.model!r} takes "
                                        f"{len(spec.coeffs)} values [{names}], got {coeffs.size}")
+        problem = spec.check(coeffs) if spec.check else None
+        if problem:
+            raise ParamError("coeffs", f"parameter 'coeffs' of model {self.model!r}: {problem}")
         return coeffs
 
     def _pack(self, ns: int, lamn: float, simplex: bool, wm: np.ndarray, wc: np.ndarray,

@@ -62,7 +62,8 @@ from typing import Callable
 
 from hapflow.jit import njit_noalloc
 
-from .multibody import crank_position, crank_singularity, crank_speed_growth, crank_terms
+from .multibody import (crank_geometry_problem, crank_position, crank_singularity,
+                        crank_speed_growth, crank_terms)
 
 PREPARED = 2
 """Entries of the filter state reserved for a model's per-sample prepared values."""
@@ -226,6 +227,9 @@ class Model:
         The model functions (see the module doc); ``h`` None: the model
         measures ``z = H x`` (the block's ``H`` for ``linear``, else its first
         ``m`` states); ``fjac`` None: finite differences.
+    check : callable or None
+        ``check(coeffs) -> str | None``: what is wrong with a coefficient
+        vector (naming the coefficient and its valid range), or None.
     """
 
     states: int | None
@@ -239,6 +243,31 @@ class Model:
     fjac: Callable | None = None
     mode: Callable | None = None
     prepare: Callable | None = None
+    check: Callable | None = None
+
+
+def _crank_check(v) -> str | None:
+    """Geometry ``c, r, h`` of a slider-crank model, then masses and gravity if present."""
+    problem = crank_geometry_problem(v[0], v[1], v[2])
+    if problem is None and len(v) == 7 and min(v[3:]) < 0.0:
+        problem = f"masses mc, mr, ms and g must be >= 0, got {list(v[3:])}"
+    return problem
+
+
+def _crank_kkf_check(v) -> str | None:
+    """:func:`_crank_check`, then the switching rule's band (0, pi/2), hysteresis >= 0 and
+    growth > 0."""
+    band, hysteresis, growth = v[3:]
+    if not 0.0 < band < 0.5 * math.pi:
+        return f"band must be in (0, pi/2) rad, got {band:g}"
+    if hysteresis < 0.0 or growth <= 0.0:
+        return f"hysteresis must be >= 0 and growth > 0, got {hysteresis:g} rad, {growth:g} 1/s"
+    return _crank_check(v[:3])
+
+
+def _two_link_check(v) -> str | None:
+    """Link length and accelerometer distances of the two-link arm, all > 0."""
+    return None if min(v) > 0.0 else f"L1, d1, d2 must be > 0 m, got {list(v)}"
 
 
 _CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
@@ -255,18 +284,18 @@ MODELS: dict[str, Model] = {
                               "slider-crank KKF [theta, omega, alpha], u = slider acceleration, "
                               "z = crank angle, switching near dead centres (angle band, "
                               "and speed-error growth rate on the approach)",
-                              f=_crank_kkf_f, mode=_crank_kkf_mode),
+                              f=_crank_kkf_f, mode=_crank_kkf_mode, check=_crank_kkf_check),
     "slider_crank_force": Model(2, 1, 3, _CRANK + _MASSES, False,
                                 "slider-crank force observer [T, F], u = [theta, omega, alpha] "
                                 "from a KKF, z = crank torque, F a random walk",
                                 f=_crank_force_f, fjac=_crank_force_fjac,
-                                prepare=_crank_force_prepare),
+                                prepare=_crank_force_prepare, check=_crank_check),
     "slider_crank_benchmark": Model(4, 2, 1, _CRANK + _MASSES, False,
                                     "slider-crank dynamic observer [theta, omega, alpha, F], "
                                     "u = crank torque, z = [theta, slider acceleration]",
-                                    f=_crank_bench_f, h=_crank_bench_h),
+                                    f=_crank_bench_f, h=_crank_bench_h, check=_crank_check),
     "two_link_kkf": Model(6, 2, 2, (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2)),
                           False, "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
                           "u = tangential link accelerations, z = joint angles",
-                          f=_two_link_f, fjac=_two_link_fjac),
+                          f=_two_link_f, fjac=_two_link_fjac, check=_two_link_check),
 }

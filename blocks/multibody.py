@@ -150,7 +150,10 @@ def crank_torque(th, om, al, force, c, r, h, mc, mr, ms, g):
     return mass * al + cor * om * om + grav - force * dxs
 
 
-def _geometry_check(c: float, r: float, h: float) -> str | None:
+def crank_geometry_problem(c: float, r: float, h: float) -> str | None:
+    """Why lengths ``c, r`` and offset ``h`` (m) make no slider-crank that turns fully, or None."""
+    if c <= 0.0 or r <= 0.0:
+        return f"crank c={c:g} m and rod r={r:g} m must be > 0"
     if r <= c + abs(h):
         return (f"rod length r={r:g} m must exceed crank c={c:g} m plus |offset h|={abs(h):g} m "
                 "(else the rod cannot reach the guide at every crank angle)")
@@ -227,7 +230,7 @@ class SliderCrank(Block):
     random_streams = 3
 
     def configure(self) -> None:
-        problem = _geometry_check(self.crank, self.rod, self.offset)
+        problem = crank_geometry_problem(self.crank, self.rod, self.offset)
         if problem:
             from hapflow.block import ParamError
             raise ParamError("rod", f"SliderCrank: {problem}")

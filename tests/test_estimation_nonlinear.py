@@ -200,6 +200,18 @@ def test_simplex_ukf_uses_n_plus_2_points():
     (ExtendedKalmanFilter, dict(model="slider_crank_kkf", states=2), "states", "must be 3"),
     (ExtendedKalmanFilter, dict(model="linear", A=[1.0]), "states", "required"),
     (UnscentedKalmanFilter, dict(model="kinematic"), "model", "slider_crank_kkf"),
+    (UnscentedKalmanFilter, dict(model="slider_crank_kkf", coeffs=[0.3, 0.6, 0.05, 2.0, 0.02, 60]),
+     "coeffs", "band must be in (0, pi/2)"),
+    (UnscentedKalmanFilter, dict(model="slider_crank_kkf", coeffs=[0.3, 0.6, 0.05, 0.1, 0.02, 0]),
+     "coeffs", "growth > 0"),
+    (UnscentedKalmanFilter, dict(model="slider_crank_force",
+                                 coeffs=[0.3, 0.3, 0.05, 1.8, 3.6, 1.2, 9.81]),
+     "coeffs", "must exceed crank"),
+    (ExtendedKalmanFilter, dict(model="slider_crank_benchmark",
+                                coeffs=[0.3, 0.6, 0.05, 1.8, -3.6, 1.2, 9.81]),
+     "coeffs", "must be >= 0"),
+    (ExtendedKalmanFilter, dict(model="two_link_kkf", coeffs=[0.3, 0.0, 0.15]), "coeffs",
+     "must be > 0 m"),
 ])
 def test_bad_model_settings_are_param_errors(cls, values, param, text):
     with pytest.raises(ParamError) as err:
