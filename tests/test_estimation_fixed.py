@@ -7,7 +7,8 @@ fixed operation against numpy's closed forms (including the symmetric
 variants that compute one triangle), fixed and generic steps against each
 other (same operation order: identical bits), the Joseph update with more
 measurements than states against filterpy, one compilation per structure,
-and that the generated kernel can still be cached on disk.
+that the generated kernel can still be cached on disk, and that the steps
+are compiled without numba's reference counting.
 """
 from __future__ import annotations
 
@@ -178,3 +179,26 @@ def test_generated_kernel_is_cached_on_disk(tmp_path, monkeypatch):
         run = hapflow.Simulation(g).run(0.05)
     assert run.signals["kf.x_hat"].shape == (5, 2)
     assert list(tmp_path.glob("**/*.nbi")), "no numba cache index written"
+
+
+def test_filter_steps_do_no_reference_counting():
+    # compiled with hapflow.jit.njit_noalloc: no atomic NRT increments on the dozens of calls
+    # of a step (they had cost as much as the arithmetic); a plain @njit step would have them
+    ekf = _arm_ekf()
+    ukf = est.UnscentedKalmanFilter(sigma="simplex", model="slider_crank_kkf",
+                                    Q=np.eye(3).ravel().tolist(), R=[1e-4])
+    ukf.sample_time = 1e-3
+    kf = est.KalmanFilter(states=2, measurements=1, A=[1.0, 0.01, 0.0, 1.0], H=[1.0, 0.0],
+                          Q=[1e-4, 0.0, 0.0, 1e-3], R=[0.01])
+    kf.sample_time = 1e-3
+    ns = ukf.sigma_count()
+    steps = [(est._filter_steps(est._fixed_ops(6, 2, 2, 0, False), "two_link_kkf").ekf,
+              ekf, ekf.layout(0, False), 2, 2),
+             (est._filter_steps(est._fixed_ops(3, 1, 1, ns, True), "slider_crank_kkf").ukf,
+              ukf, ukf.layout(ns, True), 1, 1),
+             (est._filter_steps(est._fixed_ops(2, 1, 0, 0, False)).kf, kf, (2, 1, 0), 1, 1)]
+    for step, block, layout, m, l in steps:
+        d = np.zeros(block.dstate)
+        step(d, block.pack(), np.zeros(m), np.zeros(l), layout)
+        asm = "".join(step.inspect_asm().values())
+        assert "NRT_incref" not in asm and "NRT_decref" not in asm, type(block).__name__
