@@ -518,7 +518,7 @@ class KalmanFilter(_Estimator, Block):
 
 
 # ------------------------------------------------------------------ nonlinear filters
-# header of the EKF/UKF parameter vector: sizes, model, sample time, sigma-point set,
+# header of the EKF/UKF parameter vector: sizes, sample time, flags, sigma-point set,
 # then the offsets of the sections that follow
 (_N, _M, _L, _DT, _BU, _NUMJAC, _NS, _SIMPLEX, _LAMN,
  _PWM, _PWC, _PCHI, _PA, _PB, _PH, _PQ, _PR, _PX0, _PC) = range(19)
@@ -586,8 +586,8 @@ def _filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
     offsets of the posterior ``x``, ``P`` and the innovation in ``d``.  The
     operations and the model's functions (see
     :mod:`~hapflow.blocks.estimation_models`) are bound as closure
-    variables, so numba calls them statically and inlines the model into
-    the step (a tuple of functions passed as a value would be a run-time
+    variables, so numba calls them statically and compiles the model's
+    functions inline (a tuple of functions passed as a value would be a run-time
     function pointer, which the kernel cache cannot store); which of them a
     model has is decided here, in Python.  Memoised: one set of steps per
     operation set and model.

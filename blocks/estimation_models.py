@@ -255,8 +255,8 @@ def _crank_check(v) -> str | None:
 
 
 def _crank_kkf_check(v) -> str | None:
-    """:func:`_crank_check`, then the switching rule's band (0, pi/2), hysteresis >= 0 and
-    growth > 0."""
+    """The switching rule's band in (0, pi/2), hysteresis >= 0 and growth > 0, then the
+    geometry (:func:`_crank_check`)."""
     band, hysteresis, growth = v[3:]
     if not 0.0 < band < 0.5 * math.pi:
         return f"band must be in (0, pi/2) rad, got {band:g}"
