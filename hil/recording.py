@@ -9,12 +9,20 @@ The file has the layout of :mod:`hapflow.recorder` (``/time``,
     /hil/skipped     (N,) int64       sample clock edges missed before the tick
     /hil/overrun     (N,) bool        the tick missed an edge, its sample was late, or its
                                       write landed after the next edge (the watchdog's count)
+    /hil/missed      (N,) bool        a sample clock edge the loop missed: the kernel ran it
+                                      late, on inputs interpolated across the stall, and its
+                                      command never reached the card (which held the last one;
+                                      see :mod:`hapflow.hil.runner`)
     attrs: mode, backend, period_ns, realtime, policy, cpu_percent, overruns,
            safety_kind, safety_tick, safety_time, safety_message (after a trip)
 
-Signals are the controller's recorded signals, every card input under its
-hardware name (``head.force``) and every command as written to the card
-(``motor.force_cmd``, after the safety layer), all in SI units.
+One row per sample clock edge, so the time axis is the card's.  Signals are
+the controller's recorded signals, every card input under its hardware name
+(``head.force``) and every command as written to the card
+(``motor.force_cmd``, after the safety layer), all in SI units.  A row of a
+missed edge holds the interpolated inputs, the command the card held, the
+wake-up and lateness of the tick that ran it late, its own compute time,
+``skipped`` 0 and ``overrun`` False (the stall counts once, on that tick).
 
 Writing HDF5 from the loop's thread costs 0.1-0.8 ms per dataset and holds
 the GIL (measured: a writer thread doubles the missed edges of a 4 kHz
@@ -38,7 +46,9 @@ import numpy as np
 from hapflow.errors import HapflowError
 
 TIMING = ("wake", "lateness", "compute", "skipped")
-"""Per-tick int64 timing datasets under ``/hil`` (plus the bool ``overrun``)."""
+"""Per-tick int64 timing datasets under ``/hil``."""
+FLAGS = ("overrun", "missed")
+"""Per-tick bool datasets under ``/hil``."""
 
 
 class Buffer:
@@ -46,7 +56,7 @@ class Buffer:
 
     def __init__(self, ticks: int, log_cols: int, commands: int):
         self.shape = (ticks, max(1, log_cols), commands)
-        sizes = [ticks * max(1, log_cols) * 8, ticks * commands * 8, ticks * 4 * 8, ticks]
+        sizes = [ticks * max(1, log_cols) * 8, ticks * commands * 8, ticks * 4 * 8, ticks, ticks]
         total = sum(sizes)
         self.shm = shared_memory.SharedMemory(create=True, size=max(1, total))
         at = np.cumsum([0, *sizes])
@@ -55,13 +65,14 @@ class Buffer:
         self.commands = np.ndarray((ticks, commands), np.float64, buf, at[1])
         self.timing = np.ndarray((ticks, 4), np.int64, buf, at[2])
         self.overrun = np.ndarray((ticks,), np.bool_, buf, at[3])
+        self.missed = np.ndarray((ticks,), np.bool_, buf, at[4])
         self.rows = [self.log[k:k + 1] for k in range(ticks)]     # views made once
         self.tick0 = 0
         self.n = 0
 
     def release(self, unlink: bool) -> None:
         """Drop the views and the shared memory."""
-        self.log = self.commands = self.timing = self.overrun = None
+        self.log = self.commands = self.timing = self.overrun = self.missed = None
         self.rows = []
         self.shm.close()
         if unlink:
@@ -178,8 +189,9 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
             timing[name] = group.create_dataset(name, shape=(0,), maxshape=(None,),
                                                 chunks=(8192,), dtype="int64")
             timing[name].attrs["unit"] = "" if name == "skipped" else "ns"
-        timing["overrun"] = group.create_dataset("overrun", shape=(0,), maxshape=(None,),
-                                                 chunks=(8192,), dtype="bool")
+        for name in FLAGS:
+            timing[name] = group.create_dataset(name, shape=(0,), maxshape=(None,),
+                                                chunks=(8192,), dtype="bool")
     except Exception as exc:                            # report any failure to the loop
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
@@ -219,6 +231,7 @@ def _append(rec, timing: dict, buf: Buffer, signals: dict, tick0: int, n: int,
     for k, name in enumerate(TIMING):
         _extend(timing[name], n0, buf.timing[:n, k])
     _extend(timing["overrun"], n0, buf.overrun[:n])
+    _extend(timing["missed"], n0, buf.missed[:n])
     rec.file.flush()
 
 

@@ -18,20 +18,31 @@ PERCENTILES = (50.0, 99.0, 99.9)
 
 @dataclass
 class Timing:
-    """Per-tick timing of one run (ns; see :mod:`hapflow.hil.recording`)."""
+    """Per-tick timing of one run (ns; see :mod:`hapflow.hil.recording`).
+
+    One row per sample clock edge; the rows of edges the loop missed
+    (``missed``) are left out of the wake-up, lateness and compute figures,
+    which describe the loop's own ticks.
+    """
 
     wake: np.ndarray
     lateness: np.ndarray
     compute: np.ndarray
     skipped: np.ndarray
     overrun: np.ndarray
+    missed: np.ndarray
     period_ns: int
     attrs: dict
 
     @property
+    def ticks(self) -> np.ndarray:
+        """Rows of the loop's own ticks (not of missed edges)."""
+        return np.flatnonzero(~self.missed)
+
+    @property
     def period_error(self) -> np.ndarray:
-        """Time between successive wake-ups minus the period (ns)."""
-        return np.diff(self.wake) - self.period_ns
+        """Time between successive wake-ups of the loop minus the period (ns)."""
+        return np.diff(self.wake[self.ticks]) - self.period_ns
 
 
 def load_timing(path: str | Path) -> Timing:
@@ -51,8 +62,9 @@ def load_timing(path: str | Path) -> Timing:
             raise HapflowError(f"{path} has no real-time timing (/hil): it was not recorded "
                                "with 'hapflow run --mode hil'")
         g = f["hil"]
-        return Timing(*(g[k][()] for k in ("wake", "lateness", "compute", "skipped", "overrun")),
-                      int(f.attrs["period_ns"]), dict(f.attrs))
+        columns = [g[k][()] for k in ("wake", "lateness", "compute", "skipped", "overrun")]
+        missed = g["missed"][()] if "missed" in g else np.zeros(columns[0].size, dtype=bool)
+        return Timing(*columns, missed, int(f.attrs["period_ns"]), dict(f.attrs))
 
 
 def stats(values_ns: np.ndarray) -> dict[str, float]:
@@ -67,8 +79,9 @@ def stats(values_ns: np.ndarray) -> dict[str, float]:
 
 def timing_stats(t: Timing) -> dict[str, dict[str, float]]:
     """Percentiles (us) of |period error|, lateness and compute time."""
-    return {"|period error|": stats(np.abs(t.period_error)), "lateness": stats(t.lateness),
-            "compute": stats(t.compute)}
+    own = t.ticks
+    return {"|period error|": stats(np.abs(t.period_error)), "lateness": stats(t.lateness[own]),
+            "compute": stats(t.compute[own])}
 
 
 def text(t: Timing) -> str:
@@ -83,10 +96,11 @@ def text(t: Timing) -> str:
     over = t.overrun
     pe = t.period_error
     lines += ["", f"overruns (missed edges, late samples, late writes): {int(over.sum())}; edges skipped: "
-                  f"{int(t.skipped.sum())}; periods over 1.5x: {int((pe > 0.5 * t.period_ns).sum())}"]
+                  f"{int(t.skipped.sum())} (run late by the kernel: {int(t.missed.sum())}); "
+                  f"periods over 1.5x: {int((pe > 0.5 * t.period_ns).sum())}"]
     lines += ["", "lateness histogram:"]
     edges = np.array([0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, np.inf]) * 1e3
-    counts, _ = np.histogram(np.clip(t.lateness, 0, None), edges)
+    counts, _ = np.histogram(np.clip(t.lateness[t.ticks], 0, None), edges)
     for lo, hi, c in zip(edges[:-1], edges[1:], counts):
         label = f"{lo / 1e3:g}-{hi / 1e3:g} us" if np.isfinite(hi) else f">= {lo / 1e3:g} us"
         bar = "#" * int(round(40 * c / max(1, counts.max())))
@@ -119,7 +133,7 @@ def plot(t: Timing, path: str | Path) -> Path:
     rate = 1e9 / t.period_ns
     fig, ax = plt.subplots(2, 2, figsize=(11, 7))
     bins = np.logspace(-1, 5, 70)
-    ax[0, 0].hist(np.clip(t.lateness / 1e3, 0.1, None), bins=bins)
+    ax[0, 0].hist(np.clip(t.lateness[t.ticks] / 1e3, 0.1, None), bins=bins)
     ax[0, 0].set(xscale="log", yscale="log", xlabel="lateness (us)", ylabel="ticks",
                  title="lateness")
     ax[0, 1].hist(np.clip(np.abs(t.period_error) / 1e3, 0.1, None), bins=bins, color="C1")

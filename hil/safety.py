@@ -11,8 +11,7 @@ inputs in SI units and the controller's commands, in this order:
 5. a non-finite command;
 6. a command outside its ``limit`` (force limit), after clipping to what the
    card can put out: a limit at or beyond the card's range never trips, and
-   a one-tick kick of the controller (e.g. after a missed edge) that the card
-   clips anyway is not a fault.
+   a command the card clips anyway is not a fault.
 
 :class:`Watchdog` counts overruns: ticks whose write landed after the next
 sample clock edge, that missed edges, or whose sample the card reported

@@ -8,7 +8,9 @@ host wrote last.  If the host was a period or more late, the rig still runs
 every edge it missed, holding the outputs (the plant does not wait for the
 host), and ``wait`` reports the sample late.  Injected timing faults: a
 ``drop`` reports the sample late, a ``late`` holds the host for the given time
-at that sample (a host stall).
+at that sample (a host stall).  Unpaced, the clock is virtual and a ``late``
+fault holds nothing: the virtual clock passes over the edges the stall would
+have missed (deterministic stalls, for tests).
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ class SimDaq(Backend):
         self.pacer: Pacer | None = None
         self.edges = 0
         self._edge: int | None = None
+        self._stall = 0                         # ns of injected stall, unpaced
 
     def open(self, channels: Sequence[Channel], rate: float) -> None:
         """Build and compile the simulated rig for ``channels`` at ``rate`` Hz."""
@@ -81,30 +84,36 @@ class SimDaq(Backend):
         self._rig()
         self._ao[:] = 0.0
         self._do[:] = False
+        self._stall = 0
         self.pacer.start() if self.paced else self.pacer.start(0)
 
     def wait(self) -> bool:
         """Sleep until the next edge, run the rig's edge(s); True if the sample is late."""
         rig = self._rig()
+        period = self.pacer.period
         if self.paced:
             deadline, _, skipped = self.pacer.wait()
-        else:
-            deadline, skipped = self.pacer.deadline, 0
-            self.pacer.deadline += self.pacer.period
-        self._edge = deadline + skipped * self.pacer.period
+        else:                                   # a stall passes over edges of the virtual clock
+            deadline, skipped = self.pacer.deadline, max(0, self._stall - period) // period
+            self._stall = 0
+            self.pacer.deadline = deadline + (skipped + 1) * period
+        self._edge = deadline + skipped * period
         late, dropped = 0.0, False
         for _ in range(skipped + 1):            # timing faults of skipped edges count too
             rig.exchange(self._ao, self._do, self._ai, self._counts)
             self.edges += 1
             edge_late, edge_dropped = rig.timing_fault(rig.tick - 1)
             late, dropped = max(late, edge_late), dropped or edge_dropped
-        if late > 0.0:
+        if late > 0.0 and self.paced:
             _hold(late)
+        else:
+            self._stall = int(round(late * 1e9))
         return skipped > 0 or dropped
 
     def edge_time(self) -> int | None:
-        """Monotonic time (ns) of the edge whose samples :meth:`read` returns (None unpaced)."""
-        return self._edge if self.paced else None
+        """Time (ns) of the edge whose samples :meth:`read` returns: monotonic, or on the
+        virtual clock (from 0) when unpaced."""
+        return self._edge
 
     def read(self, ai_volts: np.ndarray, counts: np.ndarray) -> None:
         """The samples of the latest edge."""
