@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import hapflow as hf
 from hapflow.cli import main
 
@@ -62,6 +64,32 @@ def test_blocks_reference(capsys):
     assert "force" in ref and "[N s/m]" in ref and "Ports" in ref
     assert main(["blocks", "MassSpringDamp"]) == 2
     assert "did you mean 'MassSpringDamper'?" in capsys.readouterr().err
+
+
+def test_ctrl_c_inside_a_finaliser_still_stops_the_run(tmp_path):
+    """A SIGINT whose handler runs inside a ``__del__`` (or a weakref callback): Python's
+    default handler raises KeyboardInterrupt there, which is printed and dropped, and the
+    run went on to its end (an endless run in CI ignored its Ctrl-C this way).  The run's
+    own handler notes it and the chunk loop stops at the end of the chunk."""
+    class Finaliser:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)                    # the handler runs here, inside __del__
+
+    chunks = []
+
+    def on_chunk(t, signals):
+        chunks.append(t.size)
+        if len(chunks) == 2:
+            Finaliser()
+
+    sim = hf.Simulation(hf.yamlio.load(DEMO), chunk=0.05)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run(10.0, out=tmp_path / "r.h5", progress=False, on_chunk=on_chunk)
+    assert len(chunks) == 2
+    rec = hf.recorder.load(tmp_path / "r.h5")
+    assert rec.attrs["status"] == "interrupted" and rec.time.size == sum(chunks)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_ctrl_c_keeps_the_recording(tmp_path):
