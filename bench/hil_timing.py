@@ -9,7 +9,10 @@ pinned to one CPU, mlockall), it runs, in the same process one after the other:
   (:class:`hapflow.hil.clock.Pacer`);
 - **hapflow**: ``HilRunner`` with the ``sim`` backend (the simulated rig is
   stepped inside ``wait``, as a card's driver call would be), no recording file,
-  watchdog off (so a stall is measured, not stopped).
+  watchdog off (so a stall is measured, not stopped); the ticks it ran are then
+  replayed through the default watchdog policy (:class:`hapflow.hil.safety.Watchdog`,
+  restarted after each trip) to count the **trips** it would have made, by kind
+  (``late``: one lateness over the bound; ``run``: consecutive overruns).
 
 and prints p50/p99/p99.9/max of the absolute period error (time between
 successive wake-ups minus the period), the overruns (ticks that missed a
@@ -35,7 +38,7 @@ import numpy as np
 from hapflow.hil import realtime
 from hapflow.hil.clock import Pacer
 from hapflow.hil.runner import HilRunner, RealTime
-from hapflow.hil.safety import Policy
+from hapflow.hil.safety import Policy, Watchdog
 from hapflow.hil.simdaq import SimDaq
 from hapflow.yamlio import load
 
@@ -72,8 +75,24 @@ def hapflow(rate: float, seconds: float, rt: RealTime) -> tuple[dict, str]:
     result = HilRunner(g, SimDaq(g, seed=1), NO_WATCHDOG, rt).run(seconds)
     t = result.timing
     period_ns = int(round(1e9 / rate))
-    period = np.diff(t["wake"][~t["missed"]]) - period_ns      # the loop's own ticks
-    return row(period, result.overruns, result.cpu_percent, period_ns), result.settings
+    own = ~t["missed"]                                          # the loop's own ticks
+    period = np.diff(t["wake"][own]) - period_ns
+    out = row(period, result.overruns, result.cpu_percent, period_ns)
+    out["late trips"], out["run trips"] = trips(t["lateness"][own], t["overrun"][own], period_ns)
+    return out, result.settings
+
+
+def trips(lateness: np.ndarray, overrun: np.ndarray, period_ns: int) -> tuple[int, int]:
+    """Trips of the default watchdog over these ticks (restarted after each): (lateness
+    over the bound, consecutive overruns)."""
+    late = run = 0
+    dog = Watchdog(Policy(), period_ns)
+    for ns, over in zip(lateness.tolist(), overrun.tolist()):
+        why = dog.tick(ns, over)
+        if why:
+            late, run = late + ("late" in why), run + ("late" not in why)
+            dog = Watchdog(Policy(), period_ns)
+    return late, run
 
 
 def row(period_error: np.ndarray, overruns: int, cpu: float, period_ns: int) -> dict:
@@ -99,7 +118,7 @@ def main() -> None:
     for rate in (int(r) for r in args.rates.split(",")):
         hapflow(rate, 0.2, RealTime())                 # compile / load the kernels first
     header = (f"{'rate':>6s} {'setup':16s} {'loop':8s} {'p50':>8s} {'p99':>8s} {'p99.9':>8s} "
-              f"{'max':>9s} {'overruns':>9s} {'>1.5x':>6s} {'CPU %':>6s}")
+              f"{'max':>9s} {'overruns':>9s} {'>1.5x':>6s} {'CPU %':>6s} {'trips':>11s}")
     print("\n|period error| in us\n" + header + "\n" + "-" * len(header))
     notes = set()
     for rate in (int(r) for r in args.rates.split(",")):
@@ -114,7 +133,8 @@ def main() -> None:
                 m = median(rows)
                 print(f"{rate:6d} {name:16s} {loop:8s} {m['p50']:8.1f} {m['p99']:8.1f} "
                       f"{m['p99.9']:8.1f} {m['max']:9.1f} {m['overruns']:9.0f} {m['>1.5x']:6.0f} "
-                      f"{m['cpu']:6.0f}")
+                      f"{m['cpu']:6.0f}" + (f" {m['late trips']:4.0f} late, {m['run trips']:.0f} run"
+                                             if "late trips" in m else ""))
             ratio = median(cells["hapflow"])["p99.9"] / max(median(cells["bare"])["p99.9"], 1e-9)
             print(f"{'':6s} {'':16s} hapflow p99.9 / bare p99.9 = {ratio:.2f}")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
