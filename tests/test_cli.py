@@ -92,12 +92,12 @@ def test_ctrl_c_inside_a_finaliser_still_stops_the_run(tmp_path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_keeps_the_recording(tmp_path):
+def test_ctrl_c_keeps_the_recording(tmp_path, spawn):
     out = tmp_path / "int.h5"
-    child = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", str(DEMO), "--interpret",
-                              "--duration", "1e7", "--chunk", "0.05", "--out", str(out),
-                              "--no-progress"],
-                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    child = spawn([sys.executable, "-m", "hapflow.cli", "run", str(DEMO), "--interpret",
+                   "--duration", "1e7", "--chunk", "0.05", "--out", str(out),
+                   "--no-progress"],
+                  stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.time() + 120
     while not (out.exists() and out.stat().st_size) and time.time() < deadline:
         time.sleep(0.05)

@@ -84,14 +84,14 @@ def test_hil_options_need_hil_mode(bed, capsys):
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signal_stops_safely_and_keeps_the_recording(bed, tmp_path, sig, code):
+def test_signal_stops_safely_and_keeps_the_recording(bed, tmp_path, sig, code, spawn):
     out = tmp_path / "run.h5"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", bed, "--mode", "hil",
-                             "--duration", "30", "--out", str(out), "--chunk", "0.1",
-                             "--max-lateness", "1", "--max-overruns", "100000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=ROOT)
+    proc = spawn([sys.executable, "-m", "hapflow.cli", "run", bed, "--mode", "hil",
+                  "--duration", "30", "--out", str(out), "--chunk", "0.1",
+                  "--max-lateness", "1", "--max-overruns", "100000"],
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                 cwd=ROOT)
     first = proc.stdout.readline()
     assert first.startswith("real time: hil-testbed"), first + proc.stderr.read()
     import time
@@ -107,15 +107,15 @@ def test_signal_stops_safely_and_keeps_the_recording(bed, tmp_path, sig, code):
     assert rec["motor.force_cmd"][-1, 0] == 0.0
 
 
-def test_kill_9_leaves_a_readable_recording(bed, tmp_path):
+def test_kill_9_leaves_a_readable_recording(bed, tmp_path, spawn):
     """The writer process closes the file with every chunk it got when the loop dies."""
     import time
     out = tmp_path / "run.h5"
-    proc = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", bed, "--mode", "hil",
-                             "--duration", "30", "--out", str(out), "--chunk", "0.1",
-                             "--max-lateness", "1", "--max-overruns", "100000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=ROOT)
+    proc = spawn([sys.executable, "-m", "hapflow.cli", "run", bed, "--mode", "hil",
+                  "--duration", "30", "--out", str(out), "--chunk", "0.1",
+                  "--max-lateness", "1", "--max-overruns", "100000"],
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                 env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=ROOT)
     assert proc.stdout.readline().startswith("real time: hil-testbed")
     time.sleep(0.6)
     proc.kill()

@@ -328,7 +328,7 @@ def test_files_are_complete_after_ctrl_c(tmp_path):
     assert x.size == int(0.2 * FS)
 
 
-def test_sigint_to_hapflow_run_leaves_readable_sink_files(tmp_path):
+def test_sigint_to_hapflow_run_leaves_readable_sink_files(tmp_path, spawn):
     """A real Ctrl-C (SIGINT) to ``hapflow run``: a strike every 0.1 s, files complete up to the stop."""
     graph = tmp_path / "endless.yaml"
     graph.write_text(f"""
@@ -346,9 +346,9 @@ wires: [tick.y -> hit.u, hit.y -> pulse.u1, bias.y -> pulse.u2, pulse.y -> midi.
         pulse.y -> snd.strike]
 """)
     wav = tmp_path / "sig.wav"
-    child = subprocess.Popen([sys.executable, "-m", "hapflow.cli", "run", str(graph), "--chunk",
-                              "0.05", "--out", str(tmp_path / "sig.h5"), "--no-progress"],
-                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    child = spawn([sys.executable, "-m", "hapflow.cli", "run", str(graph), "--chunk",
+                   "0.05", "--out", str(tmp_path / "sig.h5"), "--no-progress"],
+                  stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.monotonic() + 120
     while not (wav.exists() and wav.stat().st_size > 44 + 2 * FS) and time.monotonic() < deadline:
         time.sleep(0.05)                                 # until 1 s of audio is written

@@ -153,12 +153,12 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_run_killed_with_sigkill_leaves_readable_file_with_completed_chunks(tmp_path):
+def test_run_killed_with_sigkill_leaves_readable_file_with_completed_chunks(tmp_path, spawn):
     graph_file = tmp_path / "mixed.yaml"
     hf.save(mixed_graph(), graph_file)
     out = tmp_path / "killed.h5"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(graph_file), str(out)],
-                             stdout=subprocess.PIPE, text=True)
+    child = spawn([sys.executable, "-c", CHILD, str(graph_file), str(out)],
+                  stdout=subprocess.PIPE, text=True)
     printed = []
     deadline = time.time() + 120
     while len(printed) < 4 and time.time() < deadline:
