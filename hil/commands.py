@@ -39,7 +39,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     g.add_argument("--cpu", type=int, metavar="N", help="pin the loop to CPU N")
     g.add_argument("--mlock", action="store_true", help="lock the process memory (mlockall)")
     g.add_argument("--max-overruns", type=int, default=None, metavar="N",
-                   help="watchdog: consecutive overruns that trip it [5]")
+                   help="watchdog: consecutive overruns that trip it [5 ms worth of ticks, "
+                        "at least 5]")
     g.add_argument("--max-lateness", type=float, default=None, metavar="S",
                    help="watchdog: a single lateness that trips it [0.02 s]")
     g.add_argument("--unpaced", action="store_true",

@@ -273,7 +273,7 @@ class HilRunner:
                     name=g.name, rate=g.rate, seed=g.seed, duration=g.duration, solver=g.solver,
                     hapflow_version=__version__, numba_version=numba.__version__,
                     interpreted=False, mode="hil", backend=backend_name, period_ns=self.period,
-                    policy=f"max_overruns={self.policy.max_overruns}, "
+                    policy=f"max_overruns={self.policy.overruns_at(self.rate)}, "
                            f"max_lateness={self.policy.max_lateness:g} s, "
                            f"saturation={self.policy.saturation}",
                     channels="\n".join(f"{c.port}: {c.kind} {c.physical} scale {c.scale:g} "

@@ -17,11 +17,14 @@ inputs in SI units and the controller's commands, in this order:
 sample clock edge, that missed edges, or whose sample the card reported
 late.  (A loop that needs 1.5 periods per tick misses every other edge but
 overruns every tick, so it trips too.)
-The default policy trips on ``max_overruns = 5`` consecutive overruns or on
-a single lateness over ``max_lateness = 20 ms``: an isolated host stall of
-3-4 ms (a few per 20 s on a loaded host, whatever the scheduling policy) is
-one overrun and does not trip it; a sustained overrun trips it within five
-ticks.
+The default policy trips on a single lateness over ``max_lateness = 20 ms``
+or on consecutive overruns lasting :data:`OVERRUN_SPAN` (5 ms: 5 ticks at
+1 kHz, 20 at 4 kHz; at least 5).  An isolated host stall is one or two
+overruns and does not trip it; neither does a short slow spell of the host
+(measured on this 2-core VM at 4 kHz: 5 to 12 consecutive overruns, each
+tick taking 100-130 us instead of 10-20, a few times a minute; with a fixed
+count of 5 those tripped the 60 s runs of ``bench/hil_timing.py`` 4-13
+times); a sustained overrun trips it within 5 ms at any rate.
 
 On a trip the runner drives the outputs to the safe state (0 V, amplifier
 enable False) in the same tick -- after a limit trip (3, 4, 6) it first ramps
@@ -31,6 +34,7 @@ zero over the channel's ``ramp`` time, with the controller cut off -- records th
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +48,9 @@ REASONS = {NONFINITE_INPUT: "non-finite input", SATURATED: "saturated input",
 RAMPED = (INPUT_LIMIT, VELOCITY, COMMAND_LIMIT)
 """Trips after which the commands ramp to zero (the others cut them at once)."""
 
-DEFAULT_MAX_OVERRUNS = 5
+OVERRUN_SPAN = 0.005
+"""Default watchdog span of consecutive overruns, s (see :meth:`Policy.overruns_at`)."""
+MIN_OVERRUNS = 5
 DEFAULT_MAX_LATENESS = 0.020
 
 
@@ -54,17 +60,24 @@ class Policy:
 
     Parameters
     ----------
-    max_overruns : int
-        Consecutive overruns that trip the watchdog.
+    max_overruns : int, optional
+        Consecutive overruns that trip the watchdog (default: as many ticks as
+        :data:`OVERRUN_SPAN`, at least :data:`MIN_OVERRUNS`; see :meth:`overruns_at`).
     max_lateness : float
         A single lateness (s) that trips it.
     saturation : bool
         Trip on an analog input at its range limit.
     """
 
-    max_overruns: int = DEFAULT_MAX_OVERRUNS
+    max_overruns: int | None = None
     max_lateness: float = DEFAULT_MAX_LATENESS
     saturation: bool = True
+
+    def overruns_at(self, rate: float) -> int:
+        """Consecutive overruns that trip the watchdog at ``rate`` Hz."""
+        if self.max_overruns is not None:
+            return int(self.max_overruns)
+        return max(MIN_OVERRUNS, math.ceil(OVERRUN_SPAN * rate - 1e-9))
 
 
 @dataclass(frozen=True)
@@ -154,7 +167,7 @@ class Watchdog:
     """
 
     def __init__(self, policy: Policy, period_ns: int):
-        self.max_overruns = int(policy.max_overruns)
+        self.max_overruns = policy.overruns_at(1e9 / period_ns)
         self.max_lateness_ns = int(policy.max_lateness * 1e9)
         self.period_ns = period_ns
         self.run = 0

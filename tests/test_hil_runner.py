@@ -38,7 +38,7 @@ def paced_hil(graph, tmp_path, faults, duration=0.5, attempts=4):
     so does one that trips on a fault it should ride through.
     """
     lo = min(f.tick for f in faults)
-    hi = max(f.tick + f.ticks for f in faults) + safety.Policy().max_overruns
+    hi = max(f.tick + f.ticks for f in faults) + safety.Policy().overruns_at(RATE)
     for _ in range(attempts):
         result, backend = hil(graph, tmp_path, faults, paced=True, duration=duration)
         if result.event is None or lo <= result.event.tick <= hi:
@@ -231,6 +231,16 @@ def test_watchdog_policy():
     assert "5 consecutive overruns" in w.tick(1_500_000, True)
     assert "over the bound of 20 ms" in safety.Watchdog(safety.Policy(), 1_000_000).tick(
         20_000_001, False)
+
+
+def test_default_overrun_count_spans_5_ms():
+    """5 ticks at 1 kHz (and below), 20 at 4 kHz: a slow spell of 12 ticks at 4 kHz (3 ms,
+    seen on this VM) passes; a sustained overrun trips within 5 ms at any rate."""
+    assert [safety.Policy().overruns_at(r) for r in (100, 1000, 4000, 10000)] == [5, 5, 20, 50]
+    assert safety.Policy(max_overruns=3).overruns_at(4000) == 3
+    w = safety.Watchdog(safety.Policy(), 250_000)
+    assert [w.tick(300_000, True) for _ in range(19)] == [None] * 19
+    assert "20 consecutive overruns" in w.tick(300_000, True)
 
 
 def test_check_order_and_non_finite_command():
