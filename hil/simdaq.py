@@ -95,7 +95,6 @@ class SimDaq(Backend):
             deadline, _, skipped = self.pacer.wait()
         else:                                   # a stall passes over edges of the virtual clock
             deadline, skipped = self.pacer.deadline, max(0, self._stall - period) // period
-            self._stall = 0
             self.pacer.deadline = deadline + (skipped + 1) * period
         self._edge = deadline + skipped * period
         late, dropped = 0.0, False
