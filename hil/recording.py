@@ -208,7 +208,10 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
                 break
             _, which, tick0, n = msg
             _append(rec, timing, buffers[which], signals, tick0, n, rate)
-            conn.send(("done", which))
+            try:
+                conn.send(("done", which))
+            except OSError:                             # the loop died while we appended
+                break
         rec.close(status, **final)
         reply = ("closed", None)
     except Exception as exc:                            # disk full, ...: close what we have

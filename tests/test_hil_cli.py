@@ -134,6 +134,34 @@ def test_kill_9_leaves_a_readable_recording(bed, tmp_path, spawn):
         assert f["hil/wake"].shape == (n,)
 
 
+def test_writer_keeps_the_chunk_it_was_appending_when_the_loop_died(tmp_path):
+    """The loop's process dies after handing over a chunk, before the writer says it is
+    done: the reply fails (broken pipe) and the file is closed as 'killed' with the chunk,
+    not as 'error' (seen once in CI with kill -9)."""
+    import multiprocessing as mp
+
+    from hapflow.hil.recording import Buffer, _writer
+    ctx = mp.get_context("fork")                # as HilRecorder starts it
+    loop, writer = ctx.Pipe()
+    buffers = [Buffer(5, 1, 1), Buffer(5, 1, 1)]
+    buffers[0].log[:, 0] = np.arange(5.0)
+    path = tmp_path / "run.h5"
+    proc = ctx.Process(target=_writer, args=(writer, loop, str(path),
+                                             {"x.y": ("m", ("log", 0))}, 1000.0, {}, buffers))
+    proc.start()
+    writer.close()
+    assert loop.recv() == ("ready", None)
+    loop.send(("chunk", 0, 0, 5))
+    loop.close()                               # gone before the writer's reply
+    proc.join(timeout=30)
+    assert proc.exitcode == 0
+    rec = hf.recorder.load(path)
+    assert rec.attrs["status"] == "killed" and not rec.attrs["complete"]
+    np.testing.assert_array_equal(rec["x.y"][:, 0], np.arange(5.0))
+    for b in buffers:
+        b.release(unlink=True)
+
+
 def test_unpaced_sim_card_from_the_command_line_is_the_agreement_legs_recording(tmp_path, capsys):
     """``--unpaced`` (bench/hil_ident.py's command-line sequence) records what the unpaced
     ``hil`` leg of the identification comparison records, bit for bit."""
