@@ -402,13 +402,13 @@ def test_sound_streams_two_seconds_through_jack_paced_without_underrun(jack, tmp
     assert np.max(np.abs(played[:2 * FS] - expected)) <= 1e-6      # float32: the same samples, in order
 
 
-def test_midi_goes_live_to_a_jack_port(jack, tmp_path):
+def _live_midi(tmp_path, strikes):
+    """One live run into a virtual JACK input: (notes filed, (arrival, message) received)."""
     backend = mido.Backend("mido.backends.rtmidi/UNIX_JACK")
     received = []
     inport = backend.open_input("hapflow-test-in", virtual=True,
                                 callback=lambda msg: received.append((time.monotonic(), msg)))
     try:
-        strikes = {0.1: 2.0, 0.35: 5.0, 0.6: 9.0}
         path = tmp_path / "live.mid"
         sink = MidiSink(port="hapflow-test-in", file=str(path), hold=0.1)
         with warnings.catch_warnings():
@@ -421,7 +421,20 @@ def test_midi_goes_live_to_a_jack_port(jack, tmp_path):
         time.sleep(0.05)                      # and nothing more arrives
     finally:
         inport.close()
-    got = [(m.type, m.note, m.velocity) for _, m in received]
+    return filed, received
+
+
+def test_midi_goes_live_to_a_jack_port(jack, tmp_path):
+    """Every filed message arrives, in order.  JACK MIDI is not delivered across a server
+    xrun (a cycle the host stalled through; CI lost one note-on so), so a run during which
+    the server reported one is repeated, up to 3 times; a loss without an xrun fails."""
+    strikes = {0.1: 2.0, 0.35: 5.0, 0.6: 9.0}
+    for _ in range(3):
+        xruns = jack.xruns()
+        filed, received = _live_midi(tmp_path, strikes)
+        got = [(m.type, m.note, m.velocity) for _, m in received]
+        if got == filed or jack.xruns() == xruns:
+            break
     assert got == filed and [v for kind, _, v in got if kind == "note_on"] == [25, 64, 114]
     onsets = np.array([t for t, m in received if m.type == "note_on"])
     jitter = np.max(np.abs((onsets - onsets[0]) - (np.array(list(strikes)) - 0.1)))
