@@ -98,6 +98,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     for name, slot in layout.symbols().items():
         unit = f"  [{slot.unit}]" if slot.unit else ""
         print(f"  {name:28s} {slot.array}[{slot.start}:{slot.stop}]{unit}")
+    if args.source:
+        print(f"\ngenerated source ({program.mode}):\n")
+        print(program.source)
+        for unit in program.units.values():
+            print(f"# ---- compile unit {unit.name} (first used by {', '.join(unit.blocks)})")
+            print(unit.source)
     if args.draw:
         from .plotting import draw_graph
         draw_graph(program.checked, sched, args.draw)
@@ -145,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a graph; print execution order and layout")
     check.add_argument("graph", help="YAML graph file")
     check.add_argument("--draw", metavar="FILE.png", help="render the block diagram")
+    check.add_argument("--source", action="store_true",
+                       help="print the generated kernel source (and its compile units)")
     check.set_defaults(func=cmd_check)
     blocks = sub.add_parser("blocks", help="block reference")
     blocks.add_argument("name", nargs="?", help="a block type for its full reference")

@@ -1,6 +1,6 @@
-"""Generate the Python source of one ``run(n_ticks, ...)`` function for a graph.
+"""Generate the Python source of a graph's ``run(n_ticks, ...)`` kernel.
 
-The source calls each block's kernels in schedule order on constant slices
+The kernel calls each block's kernels in schedule order on constant slices
 of the flat arrays; every view is made once before the tick loop, so a tick
 allocates nothing.  One global fixed-step solver (RK4, or semi-implicit
 Euler) integrates all continuous states together and re-evaluates the solver
@@ -14,21 +14,52 @@ Tick ``i`` at ``t = i / rate``:
 3. discrete updates at sample hits;
 4. continuous states from ``t`` to ``t + 1/rate``, locating events.
 
-The same source runs compiled (``numba.njit``) or interpreted (plain Python,
-kernels' ``py_func``): the names ``jit`` and the kernels are injected by
-:mod:`hapflow.compiler`.
+Each step is a **phase**: a list of kernel call *sites* (block, kernel,
+arguments, sample-hit condition).  Two ways to turn phases into code:
+
+``fused``
+    every site's kernel body is pasted into ``run`` at constant offsets of
+    the float buffer ``f`` (see :mod:`hapflow.inline`).  Fastest code, but
+    numba compiles one straight-line function in time that grows as
+    N^1.4-1.8 with the number of sites.
+``units``
+    the sites are cut into compile units of bounded size
+    (:mod:`hapflow.partition`); each unit is a function of its own, in a
+    module of its own named by the hash of its source
+    (:class:`UnitSource`).  A unit addresses its regions relative to base
+    offsets it takes as arguments, so identical subsystems (replicated
+    devices) generate the same text and share one compiled function, and a
+    graph edit recompiles only the units that changed.  ``run`` calls one
+    function per phase, which calls the units with their offsets.
+
+:func:`choose_mode` picks between them (see :mod:`hapflow.partition` for the
+measurements).  The same source runs compiled (``numba.njit``) or
+interpreted (plain Python, kernels' ``py_func``): the names ``jit`` and the
+kernels are injected by :mod:`hapflow.compiler`.
 """
 from __future__ import annotations
 
-import re
+import ast
+import hashlib
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+
+from . import events
 from .graph import Checked
 from .inline import ArrayArg, ExprArg, inline
-from .layout import FLOAT_ARRAYS, Layout, Slot, float_bases
+from .inline import size as kernel_size
+from .layout import FLOAT_ARRAYS, Layout, float_bases
+from .partition import cut
 from .schedule import Call, Schedule
 
 EVENT_TOL = 1e-10
 """Event time tolerance as a fraction of the tick length."""
+UNIT_ARGS = ("f", "m", "si", "sb", "i", "t", "k")
+"""Leading parameters a compile unit may take: the run-time arrays, the tick
+index, the time and a guard index (resets); it takes those its code names,
+then its base offsets.  Every argument costs: an array is passed as seven
+machine words, and units are called a few times per tick."""
 
 
 class _Source:
@@ -42,13 +73,114 @@ class _Source:
         return "\n".join(self.lines) + "\n"
 
 
-class Generator:
-    """Writes the kernel source for a checked, scheduled and laid-out graph."""
+@dataclass(frozen=True)
+class Site:
+    """One kernel call: ``kind`` of ``block`` on ``args`` at time ``t``.
 
-    def __init__(self, checked: Checked, schedule: Schedule, layout: Layout, inline: bool = True):
+    ``regions`` gives, per argument, what it addresses (for relocation):
+    ``("x",)``, ``("d",)``, ``("m",)``, ``("p",)`` (the block's own state
+    and parameters), ``("sig", array, block)`` (an output signal of
+    ``block``), ``("dx",)`` / ``("gv",)`` (the derivative or guard target of
+    a solver stage, offsets relative to the stage's base), ``()`` (scalar).
+    """
+
+    block: str
+    kind: str
+    t: str
+    args: tuple
+    regions: tuple
+    hit: str | None = None
+
+
+@dataclass
+class UnitSource:
+    """A compile unit: one function ``unit(f, m, si, sb, i, t, k, b0, b1, ...)``.
+
+    Attributes
+    ----------
+    name : str
+        Module name, ``hu_`` and a hash of everything that shapes its code.
+    source : str
+        Module source.
+    namespace : dict
+        Kernels and other globals the source names.
+    blocks : list of str
+        The blocks of its sites, in order, for the graph it was made for
+        (another graph's identical unit has other names).
+    lines : list of int
+        First source line (1-based) of each site.
+    bases : int
+        Number of base offsets it takes.
+    """
+
+    name: str
+    source: str
+    namespace: dict
+    blocks: list[str]
+    lines: list[int]
+    bases: int = 0
+    params: tuple[str, ...] = UNIT_ARGS
+
+    def call(self, values: dict[str, str], bases: list[str]) -> str:
+        """Source of a call: ``values`` maps each of :data:`UNIT_ARGS` to an expression."""
+        return f"{self.name}({', '.join([*(values[p] for p in self.params), *bases])})"
+
+    def block_at(self, line: int) -> str | None:
+        """Block whose site produced ``line`` (1-based) of the source."""
+        found = None
+        for first, block in zip(self.lines, self.blocks):
+            if first <= line:
+                found = block
+        return found
+
+
+@dataclass
+class Generated:
+    """The generated code of a graph.
+
+    Attributes
+    ----------
+    source : str
+        Source of the main module (``init_all``, ``run``, phase functions).
+    namespace : dict
+        Kernels and other globals it names (units included, by name).
+    units : dict of str to UnitSource
+        Compile units the main module calls (empty when fused).
+    mode : str
+        ``fused`` or ``units``.
+    """
+
+    source: str
+    namespace: dict
+    units: dict[str, UnitSource] = field(default_factory=dict)
+    mode: str = "fused"
+
+
+class Generator:
+    """Writes the kernel source for a checked, scheduled and laid-out graph.
+
+    Parameters
+    ----------
+    mode : {'fused', 'units'}
+        How phases become code (see the module docstring).
+    unit_lines : int
+        Most source lines of one compile unit (mode ``units``).
+    """
+
+    def __init__(self, checked: Checked, schedule: Schedule, layout: Layout, inline: bool = True,
+                 mode: str = "fused", unit_lines: int = 120):
         self.inline = inline
+        self.mode = mode
+        self.unit_lines = unit_lines
         self.globals: dict[str, object] = {}
+        self.units: dict[str, UnitSource] = {}
+        self.kernel_names: dict[str, tuple[str, object]] | None = None
+        self.offsets: dict[int, int] = {}
+        self.unit_memo: dict[tuple, UnitSource] = {}
+        self.structures: dict[str, str] = {}
+        self.phases: dict[str, list[str]] = {}
         self.sites = 0
+        self.checked = checked
         self.graph = checked.graph
         self.schedule = schedule
         self.layout = layout
@@ -73,9 +205,6 @@ class Generator:
         self.views[name] = code
         return name
 
-    def _slot(self, prefix: str, slot: Slot) -> str:
-        return self._view(f"{prefix}{slot.array}_{slot.start}_{slot.stop}", slot.code())
-
     def _flat(self, array: str, start: int) -> tuple[str, int]:
         """(array, start) in the run-time arrays: float arrays live in ``f``."""
         if array in FLOAT_ARRAYS:
@@ -84,7 +213,7 @@ class Generator:
             return "f", self.work[array] + start
         return array, start
 
-    def _slot_arg(self, slot: Slot) -> ArrayArg:
+    def _slot_arg(self, slot) -> ArrayArg:
         return ArrayArg(*self._flat(slot.array, slot.start), slot.size)
 
     def _w(self, array: str, index: int | str) -> str:
@@ -93,21 +222,6 @@ class Generator:
         if isinstance(index, int):
             return f"{name}[{base + index}]"
         return f"{name}[{base} + {index}]" if base else f"{name}[{index}]"
-
-    def _arguments(self, block: str, t: str, extra: list) -> list:
-        slots = self.layout.blocks[block]
-        node = self.graph.nodes[block].block
-        ins = [self._slot_arg(self.layout.inputs[(block, port)]) for port in node.inputs]
-        return [ExprArg(t), *(self._slot_arg(slots[k]) for k in "xdm"), self._slot_arg(slots["p"]),
-                *ins, *extra]
-
-    def _outputs(self, block: str) -> list[ArrayArg]:
-        spec = self.graph.nodes[block].block.outputs
-        return [self._slot_arg(self.layout.signals[(block, port)]) for port in spec]
-
-    def _part(self, array: str, block: str, key: str) -> ArrayArg:
-        slot = self.layout.blocks[block][key]
-        return ArrayArg(*self._flat(array, slot.start), slot.size)
 
     def _resolve(self, name: str, value: object) -> str:
         alias = f"g_{name}"
@@ -118,26 +232,192 @@ class Generator:
         self.globals[alias] = value
         return alias
 
-    def _invoke(self, block: str, kind: str, t: str, *extra) -> list[str]:
-        """Lines running ``kind`` of ``block``: its inlined body, or a call on views."""
-        args = self._arguments(block, t, list(extra))
-        fn = self.graph.nodes[block].block.kernels()[kind]
-        self.sites += 1
-        multi_dim = any(len(self.graph.nodes[block].block.inputs[p].shape) > 1
-                        for p in self.graph.nodes[block].block.inputs) or any(
-            len(o.shape) > 1 for o in self.graph.nodes[block].block.outputs.values())
-        marker = f"# {block}.{kind}"
-        if self.inline and not multi_dim:
-            lines = inline(fn, args, f"c{self.sites}_", self._resolve, self._arg_code)
-            if lines is not None:
-                return [marker, *lines]
-        return [marker, f"{self.kernel(block, kind)}({', '.join(self._arg_code(a) for a in args)})"]
-
     def _arg_code(self, arg) -> str:
         if isinstance(arg, ExprArg):
             return arg.code
-        slot = Slot(arg.array, arg.start, arg.start + arg.size)
-        return self._view(f"v_{arg.array}_{arg.start}_{arg.start + arg.size}", slot.code())
+        base = f"{arg.base}_" if arg.base else ""
+        return self._view(f"v_{arg.array}_{base}{arg.start}_{arg.start + arg.size}", arg.code())
+
+    # ------------------------------------------------------------ sites
+    def _site(self, block: str, kind: str, t: str, extra: list[tuple[object, tuple]],
+              hit: bool = False) -> Site:
+        """The call of ``kind`` of ``block``; ``extra`` are (argument, region) pairs."""
+        slots = self.layout.blocks[block]
+        node = self.graph.nodes[block].block
+        args: list[tuple[object, tuple]] = [] if kind == "init" else [(ExprArg(t), ())]
+        args += [(self._slot_arg(slots[key]), (key,)) for key in "xdm"]
+        args.append((self._slot_arg(slots["p"]), ("p",)))
+        for port in () if kind == "init" else node.inputs:
+            src = self.checked.drivers[(block, port)].src
+            arg = self._slot_arg(self.layout.inputs[(block, port)])
+            args.append((arg, ("sig", arg.array, src[0])))
+        args += extra
+        return Site(block, kind, t, tuple(a for a, _ in args), tuple(r for _, r in args),
+                    self._hit(block) if hit else None)
+
+    def _output_site(self, call: Call, t: str, hit: bool = False) -> Site:
+        spec = self.graph.nodes[call.block].block.outputs
+        outs = []
+        for port in spec:
+            arg = self._slot_arg(self.layout.signals[(call.block, port)])
+            outs.append((arg, ("sig", arg.array, call.block)))
+        return self._site(call.block, "output", t, outs, hit)
+
+    def _target(self, stage: str | None, block: str, key: str) -> tuple[ArrayArg, tuple]:
+        """A block's part of a solver-stage array (stage None: relative to the stage base)."""
+        slot = self.layout.blocks[block][key]
+        region = ("dx",) if key == "x" else ("gv",)
+        if stage is None:
+            return ArrayArg("f", slot.start, slot.size), region
+        return ArrayArg(*self._flat(stage, slot.start), slot.size), region
+
+    def _lines(self, site: Site, prefix: str) -> list[str]:
+        """Lines running ``site``: its inlined body, or a call on views."""
+        fn = self.graph.nodes[site.block].block.kernels()[site.kind]
+        block = self.graph.nodes[site.block].block
+        multi_dim = any(len(block.inputs[p].shape) > 1 for p in block.inputs) or any(
+            len(o.shape) > 1 for o in block.outputs.values())
+        if self.inline and not multi_dim and site.kind != "init":   # init: called, as written
+            lines = inline(fn, list(site.args), prefix, self._resolve, self._arg_code)
+            if lines is not None:
+                return lines
+        name = self._kernel_name(site)
+        return [f"{name}({', '.join(self._arg_code(a) for a in site.args)})"]
+
+    def _kernel_name(self, site: Site) -> str:
+        """The kernel's global name: per graph (fused), or per unit in order of first use."""
+        if self.kernel_names is None:
+            return self.kernel(site.block, site.kind)
+        fn = self.graph.nodes[site.block].block.kernels()[site.kind]
+        for name, known in self.kernel_names.values():
+            if known is fn:
+                return name
+        name = f"k{len(self.kernel_names)}_{site.kind}"
+        self.kernel_names[name] = (name, fn)
+        return name
+
+    def _fused(self, site: Site) -> list[str]:
+        if site.kind != "init":
+            self.sites += 1
+        lines = [f"# {site.block}.{site.kind}", *self._lines(site, f"c{self.sites}_")]
+        if site.hit:
+            return [lines[0], site.hit, *("    " + line for line in lines[1:])]
+        return lines
+
+    # ------------------------------------------------------------ phases
+    def _phase(self, src: _Source, depth: int, name: str, sites: list[Site],
+               t: str, target: str | None = None) -> None:
+        """Emit ``sites`` (fused) or a call of phase function ``name`` (units)."""
+        if self.mode == "fused":
+            for site in sites:
+                src.emit(depth, *self._fused(site))
+            return
+        if not sites:
+            return
+        if name not in self.phases:
+            self.phases[name] = self._unit_calls(sites)
+        args = f"f, m, si, sb, i, {t}" + (f", {self._constant(int(target))}"
+                                           if target is not None else "")
+        src.emit(depth, f"ph_{name}({args})")
+
+    def _unit_calls(self, sites: list[Site]) -> list[str]:
+        """Calls of the compile units that run ``sites`` (the body of a phase function)."""
+        lines = []
+        for group in cut(sites, self._site_cost, self._site_key, self.unit_lines):
+            unit, bases = self._unit(group)
+            lines.append(unit.call(dict(zip(UNIT_ARGS, UNIT_ARGS), k="0"), bases))
+        return lines
+
+    def _site_cost(self, site: Site) -> int:
+        return kernel_size(self.graph.nodes[site.block].block.kernels()[site.kind])
+
+    def _structure(self, block: str) -> str:
+        known = self.structures.get(block)
+        if known is None:
+            known = self.structures[block] = repr(self.graph.nodes[block].block.structural_key())
+        return known
+
+    def _site_key(self, site: Site) -> str:
+        """What makes two sites generate the same code, up to offsets."""
+        return f"{self._structure(site.block)} {site.kind} {site.hit} {site.t}"
+
+    def _relocate(self, sites: list[Site]) -> tuple[list[Site], list[str]]:
+        """``sites`` with array arguments relative to base offsets, and the base values."""
+        own = {s.block for s in sites}
+        groups: dict[tuple, int] = {}
+        keys = []
+        for site in sites:
+            row = []
+            for arg, region in zip(site.args, site.regions):
+                if not region:
+                    row.append(None)
+                    continue
+                key = region[:2] if region[0] != "sig" or region[2] in own \
+                    else ("ext", arg.array, arg.start)
+                groups[key] = min(groups.get(key, arg.start), arg.start)
+                row.append(key)
+            keys.append(row)
+        names = {key: f"b{j}" for j, key in enumerate(groups)}
+        moved = []
+        for site, row in zip(sites, keys):
+            args = tuple(a if key is None else
+                         ArrayArg(a.array, a.start - groups[key], a.size, names[key])
+                         for a, key in zip(site.args, row))
+            moved.append(Site(site.block, site.kind, site.t, args, site.regions, site.hit))
+        values = [f"{'dx + ' if key == ('dx',) else 'gv + ' if key == ('gv',) else ''}"
+                  f"{self._constant(v)}" for key, v in groups.items()]
+        return moved, values
+
+    def _constant(self, value: int) -> str:
+        """``OFFSETS[j]`` holding ``value``: an int64 that numba does not specialise on.
+
+        A literal argument would be typed ``Literal[int](value)`` and compile
+        the callee once per distinct value."""
+        if value not in self.offsets:
+            self.offsets[value] = len(self.offsets)
+        return f"OFFSETS[{self.offsets[value]}]"
+
+    def _unit(self, sites: list[Site]) -> tuple[UnitSource, list[str]]:
+        """The compile unit running ``sites``, and the base offsets to call it with."""
+        moved, bases = self._relocate(sites)
+        key = tuple((self._site_key(site), site.args) for site in moved)
+        known = self.unit_memo.get(key)
+        if known is not None:      # a repeated subsystem: same code, other offsets
+            return replace(known, blocks=[s.block for s in sites]), bases
+        saved = self.globals, self.views, self.kernel_names
+        self.globals, self.views, self.kernel_names = {}, {}, {}
+        try:
+            body, firsts = [], []
+            for j, site in enumerate(moved):
+                block = self.graph.nodes[site.block].block
+                firsts.append(len(body))
+                body.append(f"# {type(block).__name__}.{site.kind}")
+                self.views = {}
+                lines = self._lines(site, f"c{j}_")
+                # views where they are used: a unit runs every tick, and a slice costs
+                # a dozen instructions to normalise (hoisted before the loop when fused)
+                lines = [f"{k} = {v}" for k, v in self.views.items()] + lines
+                if site.hit:
+                    body += [site.hit, *("    " + line for line in lines)]
+                else:
+                    body += lines
+            names = {n.id for n in ast.walk(ast.parse("\n".join(body))) if isinstance(n, ast.Name)}
+            used = tuple(p for p in UNIT_ARGS if p in names)
+            params = ", ".join([*used, *(f"b{j}" for j in range(len(bases)))])
+            head = ['"""Generated by hapflow: one compile unit. Do not edit."""', "", "",
+                    "@ujit", f"def unit({params}):"]
+            text = "\n".join(head + ["    " + line for line in body] + ["    return 0"]) + "\n"
+            offset = len(head) + 1
+            namespace = {**self.globals, **{n: fn for n, fn in self.kernel_names.values()}}
+        finally:
+            self.globals, self.views, self.kernel_names = saved
+        structure = [self._structure(s.block) for s in sites]
+        digest = hashlib.sha256(f"{text}\n{structure!r}".encode()).hexdigest()[:20]
+        unit = UnitSource(f"hu_{digest}", text, namespace, [s.block for s in sites],
+                          [offset + f for f in firsts], len(bases), used)
+        self.units.setdefault(unit.name, unit)
+        self.unit_memo[key] = unit
+        return unit, bases
 
     # ------------------------------------------------------------ pieces
     def _hit(self, block: str) -> str | None:
@@ -146,77 +426,78 @@ class Generator:
             return None
         return f"if (i - {node.offset}) % {node.divider} == 0:"
 
-    def _guarded(self, src: _Source, depth: int, block: str, lines: list[str]) -> None:
-        hit = self._hit(block)
-        if hit:
-            src.emit(depth, hit)
-            src.emit(depth + 1, *lines)
-        else:
-            src.emit(depth, *lines)
-
-    def _call_output(self, call: Call, t: str) -> list[str]:
-        return self._invoke(call.block, "output", t, *self._outputs(call.block))
-
     def _chain(self, src: _Source, depth: int, t: str) -> None:
-        for call in self.schedule.chain:
-            src.emit(depth, *self._call_output(call, t))
+        self._phase(src, depth, "chain", [self._output_site(c, "t" if self.mode == "units" else t)
+                                          for c in self.schedule.chain], t)
 
     def _derivs(self, src: _Source, depth: int, t: str, stage: str) -> None:
-        for block in self.schedule.continuous:
-            src.emit(depth, *self._invoke(block, "deriv", t, self._part(stage, block, "x")))
+        units = self.mode == "units"
+        sites = [self._site(b, "deriv", "t" if units else t,
+                            [self._target(None if units else stage, b, "x")])
+                 for b in self.schedule.continuous]
+        self._phase(src, depth, "derivs", sites, t, str(self.work[stage]))
 
     def _guards(self, src: _Source, depth: int, t: str, target: str) -> None:
-        for block in self.schedule.hybrid:
-            src.emit(depth, *self._invoke(block, "guard", t, self._part(target, block, "g")))
+        units = self.mode == "units"
+        sites = [self._site(b, "guard", "t" if units else t,
+                            [self._target(None if units else target, b, "g")])
+                 for b in self.schedule.hybrid]
+        self._phase(src, depth, "guards", sites, t, str(self.work[target]))
 
     def _resets(self, src: _Source, depth: int, t: str) -> None:
         keyword = "if"
         for block in self.schedule.hybrid:
             g = self.layout.blocks[block]["g"]
             src.emit(depth, f"{keyword} jj < {g.stop}:")
-            src.emit(depth + 1, *self._invoke(block, "reset", t, ExprArg(f"jj - {g.start}")))
+            if self.mode == "fused":
+                src.emit(depth + 1, *self._fused(self._site(block, "reset", t,
+                                                            [(ExprArg(f"jj - {g.start}"), ())])))
+            else:
+                site = self._site(block, "reset", "t", [(ExprArg("k"), ())])
+                unit, bases = self._unit([site])
+                values = dict(zip(UNIT_ARGS, UNIT_ARGS), t=t, k=f"jj - {g.start}")
+                src.emit(depth + 1, unit.call(values, bases))
             keyword = "elif"
 
     def _axpy(self, src: _Source, depth: int, indices: list[int] | None, rhs: str,
               target: str = "x") -> None:
         """``target[j] = rhs(j)`` for the given state indices (all when None).
 
-        ``rhs`` names work arrays as ``x0[j]``, ``ka[j]``...; they become
-        constant-offset elements of ``f``.
+        ``rhs`` is a function of a work-array element accessor: it names work
+        arrays as ``w("x0", j)``..., which become constant-offset elements of ``f``.
         """
-        def element(index: int | str) -> str:
-            return re.sub(r"\b(x0|ka|kb|kc|kd|x)\[j\]", lambda mt: self._w(mt.group(1), index), rhs)
-
         if indices is None:
             src.emit(depth, f"for j in range({self.nx}):",
-                     f"    {self._w(target, 'j')} = {element('j')}")
+                     f"    {self._w(target, 'j')} = {rhs(lambda a: self._w(a, 'j'))}")
         else:
-            src.emit(depth, *[f"{self._w(target, j)} = {element(j)}" for j in indices])
+            src.emit(depth, *[f"{self._w(target, j)} = {rhs(lambda a, j=j: self._w(a, j))}"
+                              for j in indices])
 
     def _step(self, src: _Source, depth: int) -> None:
         """Integrate from (ta, x0) over th into x; ``ka`` already holds f(ta, x0)."""
         if self.stages == 4:
             for stage, prev, frac in (("kb", "ka", "0.5"), ("kc", "kb", "0.5"), ("kd", "kc", "1.0")):
-                self._axpy(src, depth, None, f"x0[j] + ({frac} * th) * {prev}[j]")
+                self._axpy(src, depth, None,
+                           lambda w, prev=prev, frac=frac: f"{w('x0')} + ({frac} * th) * {w(prev)}")
                 src.emit(depth, f"ts = ta + {frac} * th")
                 self._chain(src, depth, "ts")
                 self._derivs(src, depth, "ts", stage)
-            self._axpy(src, depth, None,
-                       "x0[j] + (th / 6.0) * (ka[j] + 2.0 * kb[j] + 2.0 * kc[j] + kd[j])")
+            self._axpy(src, depth, None, lambda w: f"{w('x0')} + (th / 6.0) * ({w('ka')} + 2.0 * "
+                                                   f"{w('kb')} + 2.0 * {w('kc')} + {w('kd')})")
             return
         positions = list(self.layout.position_states)
         velocities = [j for j in range(self.nx) if j not in positions]
         if not positions:
-            self._axpy(src, depth, None, "x0[j] + th * ka[j]")
+            self._axpy(src, depth, None, lambda w: f"{w('x0')} + th * {w('ka')}")
             return
-        self._axpy(src, depth, None, "x0[j]")
-        self._axpy(src, depth, velocities, "x0[j] + th * ka[j]")
+        self._axpy(src, depth, None, lambda w: w("x0"))
+        self._axpy(src, depth, velocities, lambda w: f"{w('x0')} + th * {w('ka')}")
         self._chain(src, depth, "ta")
         self._derivs(src, depth, "ta", "kb")
-        self._axpy(src, depth, positions, "x0[j] + th * kb[j]")
+        self._axpy(src, depth, positions, lambda w: f"{w('x0')} + th * {w('kb')}")
 
     def _restart_stage(self, src: _Source, depth: int, chain: bool) -> None:
-        self._axpy(src, depth, None, "x[j]", target="x0")
+        self._axpy(src, depth, None, lambda w: w("x"), target="x0")
         if chain:
             self._chain(src, depth, "ta")
         self._guards(src, depth, "ta", "gs")
@@ -233,7 +514,7 @@ class Generator:
         src.emit(d, f"ev_begin(ev, t, {self.h!r})", "ta = t")
         self._restart_stage(src, d, True)
         src.emit(d, "while True:")
-        src.emit(d + 1, "ta = ev[0]", "th = ev[2]")
+        src.emit(d + 1, "ta = ev[EV_TA]", "th = ev[EV_TH]")
         self._step(src, d + 1)
         src.emit(d + 1, "te = ta + th")
         self._chain(src, d + 1, "te")
@@ -241,10 +522,10 @@ class Generator:
         locate = self.graph.events == "locate"
         src.emit(d + 1, f"act = ev_decide(ev, gs, ge, {locate}, {EVENT_TOL * self.h!r}, stats)",
                  "if act == 0:", "    break", "if act == 2:")
-        src.emit(d + 2, "jj = int(ev[8])")
+        src.emit(d + 2, "jj = int(ev[EV_J])")
         self._resets(src, d + 2, "te")
         src.emit(d + 2, f"if ev_restart(ev, stats, {self.graph.max_events}) == 0:", "    break",
-                 "ta = ev[0]")
+                 "ta = ev[EV_TA]")
         self._restart_stage(src, d + 2, True)
 
     @property
@@ -252,19 +533,26 @@ class Generator:
         return 1.0 / self.graph.rate
 
     # ------------------------------------------------------------ functions
-    def _tick(self) -> _Source:
-        src = _Source()
-        src.emit(1, "for k in range(n_ticks):")
-        src.emit(2, "i = tick0 + k", f"t = i / {self.graph.rate!r}")
-        for call in self.schedule.calls:
-            self._guarded(src, 2, call.block, self._call_output(call, "t"))
+    def _log(self, src: _Source, depth: int) -> None:
         for key, col in self.layout.log.items():
             sig = self.layout.signals[key]
             for e in range(sig.size):
                 array, index = self._flat(sig.array, sig.start + e)
-                src.emit(2, f"log[k, {col.start + e}] = {array}[{index}]")
-        for block in self.schedule.updates:
-            self._guarded(src, 2, block, self._invoke(block, "update", "t"))
+                src.emit(depth, f"log[k, {col.start + e}] = {array}[{index}]")
+
+    def _tick(self) -> _Source:
+        src = _Source()
+        src.emit(1, "for k in range(n_ticks):")
+        src.emit(2, "i = tick0 + k", f"t = i / {self.graph.rate!r}")
+        t = "t"
+        self._phase(src, 2, "outputs", [self._output_site(c, t, hit=True)
+                                        for c in self.schedule.calls], t)
+        if self.mode == "fused" or len(self.layout.log) <= 8:
+            self._log(src, 2)
+        else:
+            src.emit(2, "record(f, m, si, sb, log, k)")
+        self._phase(src, 2, "updates", [self._site(b, "update", t, [], hit=True)
+                                        for b in self.schedule.updates], t)
         if self.nx or self.ng:
             self._continuous(src)
         return src
@@ -276,16 +564,17 @@ class Generator:
                 f"ev = f[{w['ev']}:{w['ev'] + 16}]"]
 
     def _init(self) -> _Source:
+        """``init_all``: every ``init`` kernel, then the held outputs from the initial state."""
         self.views = {}
         body = _Source()
-        for block in self.graph.nodes:
-            if "init" in self.graph.nodes[block].block.kernels():
-                slots = self.layout.blocks[block]
-                views = [self._arg_code(self._slot_arg(slots[k])) for k in "xdmp"]
-                body.emit(1, f"{self.kernel(block, 'init')}({', '.join(views)})")
-        for call in self.schedule.calls:       # held outputs start from the initial state
-            if call.block in self.schedule.held:
-                body.emit(1, *self._call_output(call, "0.0"))
+        t = "t" if self.mode == "units" else "0.0"
+        sites = [self._site(block, "init", t, []) for block in self.graph.nodes
+                 if "init" in self.graph.nodes[block].block.kernels()]
+        sites += [self._output_site(call, t) for call in self.schedule.calls
+                  if call.block in self.schedule.held]
+        if self.mode == "units" and sites:
+            body.emit(1, "i = 0")
+        self._phase(body, 1, "start", sites, "0.0")
         src = _Source()
         src.emit(0, "@jit", "def init_all(f, m, si, sb):")
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
@@ -293,21 +582,66 @@ class Generator:
         src.emit(1, "return 0")
         return src
 
+    def _phase_functions(self) -> _Source:
+        src = _Source()
+        for name, calls in self.phases.items():
+            target = ", dx" if name == "derivs" else ", gv" if name == "guards" else ""
+            src.emit(0, "", "", "@ujit", f"def ph_{name}(f, m, si, sb, i, t{target}):")
+            src.emit(1, *calls, "return 0")
+        if self.mode == "units" and len(self.layout.log) > 8:
+            src.emit(0, "", "", "@jit", "def record(f, m, si, sb, log, k):")
+            self._log(src, 1)
+            src.emit(1, "return 0")
+        return src
+
+    def _symbols(self) -> list[str]:
+        """The symbol header: where every state, parameter and signal lives, by name."""
+        rows = []
+        for name, slots in self.layout.blocks.items():
+            for key, what in (("x", "continuous state"), ("d", "discrete state"),
+                              ("p", "parameters"), ("m", "integer state")):
+                slot = slots[key]
+                if slot.size:
+                    rows.append((*self._flat(slot.array, slot.start), slot.size,
+                                 f"{name}.{key}", what))
+        for (block, port), slot in self.layout.signals.items():
+            rows.append((*self._flat(slot.array, slot.start), slot.size, f"{block}.{port}",
+                         f"[{slot.unit}]" if slot.unit else ""))
+        for key in ("x0", "ka", "kb", "kc", "kd"):
+            if self.nx:
+                rows.append(("f", self.work[key], self.nx, key, "solver stage"))
+        lines = ["# symbols (array[offset], name, unit or role):"]
+        for array, start, size, name, what in sorted(rows):
+            where = f"{array}[{start}]" if size == 1 else f"{array}[{start}:{start + size}]"
+            lines.append(f"#   {where:<14} {name:<28} {what}".rstrip())
+        return lines + [""]
+
     def generate(self) -> str:
         """The module source: ``init_all(f, m, si, sb)`` and ``run(n_ticks, tick0, f, m, si, sb, log, stats)``."""
+        return self.build().source
+
+    def build(self) -> Generated:
+        """The main module's source and namespace, and the compile units it calls."""
         init = self._init()
         self.views = {}
         tick = self._tick()
+        phases = self._phase_functions()
         src = _Source()
         src.emit(0, '"""Generated by hapflow. Do not edit."""', "")
+        src.lines += self._symbols()
+        if self.offsets:
+            src.emit(0, f"OFFSETS = np.array({list(self.offsets)!r}, dtype=np.int64)", "")
         src.lines += init.lines
+        src.lines += phases.lines
         src.emit(0, "", "", "@jit",
                  "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
         src.emit(1, *self._work_views())
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
         src.lines += tick.lines
         src.emit(1, "return 0")
-        return src.text()
+        namespace = {**kernel_table(self.checked), **self.globals, "np": np,
+                     "EV_TA": events.TA, "EV_TH": events.TH, "EV_J": events.J}
+        return Generated(src.text(), namespace, dict(self.units), self.mode)
 
 
 def block_at_line(source: str, line: int) -> str | None:

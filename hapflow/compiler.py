@@ -11,10 +11,16 @@ changes in called functions.
 
 ``interpret=True`` runs the very same source as plain Python with each
 kernel's ``py_func``: the reference the compiled kernel is tested against.
+
+A graph generated as compile units (:mod:`hapflow.codegen`) has one more
+module per distinct unit, ``<cache>/hu_<unit hash>_<dependency hash>.py``:
+units repeated within a graph or across graphs load the same module, so
+they are compiled once per cache.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import os
@@ -27,7 +33,8 @@ from typing import Callable
 import numba
 
 from . import events
-from .codegen import Generator, kernel_table
+from .codegen import Generated, Generator, UnitSource, block_at_line
+from .errors import GraphError
 from .graph import Checked, Graph
 from .layout import Layout, build_layout
 from .schedule import Schedule, build_schedule
@@ -47,6 +54,17 @@ class Program:
     run: Callable
     init_all: Callable
     interpreted: bool
+    units: dict[str, UnitSource]
+    mode: str
+
+    def block_at(self, path: str, line: int) -> str | None:
+        """The block whose kernel produced ``line`` of generated file ``path``, if any."""
+        for unit in self.units.values():
+            if Path(path).name.startswith(unit.name):
+                return unit.block_at(line)
+        if self.path is not None and Path(path) == self.path:
+            return block_at_line(self.source, line)
+        return None
 
 
 def cache_dir() -> Path:
@@ -58,22 +76,36 @@ def cache_dir() -> Path:
     return Path(base) / "hapflow"
 
 
+def _file_text(path: str) -> str:
+    """A file's text, read again only when it changed (graphs share a few kernel modules)."""
+    stat = os.stat(path)
+    return _read(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _read(path: str, mtime_ns: int, size: int) -> str:
+    return Path(path).read_text()
+
+
 def _module_text(fn: Callable) -> str:
     py = getattr(fn, "py_func", fn)
     try:
-        return Path(inspect.getsourcefile(py)).read_text()
+        return _file_text(inspect.getsourcefile(py))
     except (TypeError, OSError):
         return py.__code__.co_code.hex()
 
 
 def fingerprint(source: str, checked: Checked, functions: list[Callable]) -> str:
     """Content hash naming the generated module."""
+    structure = [node.block.structural_key() for node in checked.graph.nodes.values()]
+    return _digest(source, repr(structure), functions)
+
+
+def _digest(source: str, structure: str, functions: list[Callable]) -> str:
     h = hashlib.sha256()
-    engine = [Path(m.__file__).read_text() for m in (events, sys.modules[__name__])]
-    for part in (source, numba.__version__, sys.version, *engine):
+    engine = [_file_text(m.__file__) for m in (events, sys.modules[__name__])]
+    for part in (source, structure, numba.__version__, sys.version, *engine):
         h.update(part.encode())
-    for node in checked.graph.nodes.values():
-        h.update(repr(node.block.structural_key()).encode())
     for text in sorted(_dependency_texts(functions)):
         h.update(text.encode())
     return h.hexdigest()[:20]
@@ -118,10 +150,12 @@ def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
     ns.update(ev_begin=plain(events.begin), ev_decide=plain(events.decide),
               ev_restart=plain(events.restart), __name__=name)
     ns["jit"] = (lambda f: f) if interpret else numba.njit(**JIT_OPTIONS)
+    ns["ujit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **JIT_OPTIONS)
     return ns
 
 
-def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True) -> Program:
+def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
+                  mode: str = "auto") -> Program:
     """Check, schedule, lay out and generate ``graph``; load the kernel.
 
     Parameters
@@ -133,6 +167,9 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True) ->
     inline : bool
         Paste kernel bodies into the generated code (see :mod:`hapflow.inline`);
         False calls every kernel on array views.
+    mode : {'auto', 'fused', 'units'}
+        One fused ``run`` or compile units (see :mod:`hapflow.codegen`);
+        ``auto`` chooses by the size of the graph (:func:`choose_mode`).
 
     Returns
     -------
@@ -141,18 +178,107 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True) ->
     checked = graph.check()
     schedule = build_schedule(checked)
     layout = build_layout(checked)
-    generator = Generator(checked, schedule, layout, inline=inline)
-    source = generator.generate()
-    kernels = {**kernel_table(checked), **generator.globals}
+    if mode == "auto":
+        mode = choose_mode(schedule)
+    generated = Generator(checked, schedule, layout, inline=inline, mode=mode).build()
     if interpret:
-        ns = _namespace(kernels, True, "hapflow_interpreted")
-        exec(compile(source, f"<hapflow {graph.name}>", "exec"), ns)
-        return Program(checked, schedule, layout, source, None, ns["run"], ns["init_all"], True)
-    functions = [v for v in kernels.values() if hasattr(v, "py_func") or inspect.isfunction(v)]
-    name = f"hf_{fingerprint(source, checked, functions)}"
-    module = _load_module(name, source, _namespace(kernels, False, name))
-    return Program(checked, schedule, layout, source, Path(module.__file__), module.run,
-                   module.init_all, False)
+        ns = _interpreted_namespace(generated)
+        exec(compile(generated.source, f"<hapflow {graph.name}>", "exec"), ns)
+        return Program(checked, schedule, layout, generated.source, None, ns["run"],
+                       ns["init_all"], True, generated.units, generated.mode)
+    namespace = {**generated.namespace, **_load_units(graph, generated.units)}
+    functions = _functions(generated.namespace)
+    name = f"hf_{fingerprint(generated.source, checked, functions)}"
+    module = _load_module(name, generated.source, _namespace(namespace, False, name))
+    return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
+                   module.init_all, False, generated.units, generated.mode)
+
+
+FUSED_MAX_SITES = 60
+"""Graphs with more kernel call sites per tick than this are compiled as units."""
+MODE_VARIABLE = "HAPFLOW_KERNEL"
+"""Environment variable that overrides the automatic choice (``fused`` or ``units``):
+for checking that both give the same bits on a whole test suite."""
+
+
+def choose_mode(schedule: Schedule) -> str:
+    """``fused`` for a small graph, else ``units`` (see :mod:`hapflow.partition`)."""
+    forced = os.environ.get(MODE_VARIABLE, "")
+    if forced in ("fused", "units"):
+        return forced
+    sites = len(schedule.calls) + len(schedule.updates) + len(schedule.continuous) \
+        + len(schedule.chain) + 2 * len(schedule.hybrid)
+    return "fused" if sites <= FUSED_MAX_SITES else "units"
+
+
+def _functions(namespace: dict) -> list[Callable]:
+    return [v for v in namespace.values() if hasattr(v, "py_func") or inspect.isfunction(v)]
+
+
+def _interpreted_namespace(generated: Generated) -> dict:
+    ns = _namespace(generated.namespace, True, "hapflow_interpreted")
+    for unit in generated.units.values():
+        unit_ns = _namespace(unit.namespace, True, unit.name)
+        exec(compile(unit.source, f"<hapflow unit {unit.name}>", "exec"), unit_ns)
+        ns[unit.name] = unit_ns["unit"]
+    return ns
+
+
+def _load_units(graph: Graph, units: dict[str, UnitSource]) -> dict[str, Callable]:
+    """Each unit's compiled function by unit name (modules shared through the cache).
+
+    Every unit is compiled here, for the one signature its callers use, and
+    may not compile another: a kernel that does not compile is named from
+    its own unit, and a literal argument never makes a second copy.
+    """
+    loaded = {}
+    for unit in units.values():
+        name = f"{unit.name}_{_digest(unit.source, '', _functions(unit.namespace))[:12]}"
+        module = _load_module(name, unit.source, _namespace(unit.namespace, False, name))
+        if hasattr(module, "compiled"):               # this process compiled it already
+            loaded[unit.name] = module.compiled
+            continue
+        try:
+            loaded[unit.name] = module.compiled = _compiled(module.unit, unit_signature(unit))
+        except numba.core.errors.NumbaError as exc:
+            line = exc.loc.line if exc.loc is not None and \
+                Path(str(exc.loc.filename)).name == f"{name}.py" else None
+            raise compile_error(graph, unit.block_at(line) if line else unit.blocks[0],
+                                exc) from None
+    return loaded
+
+
+def _compiled(fn: Callable, signature: numba.core.typing.Signature) -> Callable:
+    """``fn`` compiled for ``signature`` only: without reference counting when its
+    kernels allocate nothing (see :mod:`hapflow.jit`), else as a plain ``njit``."""
+    try:
+        fn.compile(signature)
+    except numba.core.errors.NumbaError:
+        fn = numba.njit(**JIT_OPTIONS)(fn.py_func)     # a kernel that allocates: slower, works
+        fn.compile(signature)
+    fn.disable_compile()
+    return fn
+
+
+def unit_signature(unit: UnitSource) -> numba.core.typing.Signature:
+    """The unit's parameters (some of ``f, m, si, sb, i, t, k``, then its bases) on
+    C-contiguous run-time arrays."""
+    t = numba.types
+    kinds = dict(f=t.float64[::1], m=t.int64[::1], si=t.int64[::1], sb=t.boolean[::1],
+                 i=t.int64, t=t.float64, k=t.int64)
+    return t.int64(*(kinds[p] for p in unit.params), *[t.int64] * unit.bases)
+
+
+def compile_error(graph: Graph, block: str | None, exc: Exception) -> GraphError:
+    """The error for a kernel of ``block`` (None: unknown) that numba cannot compile."""
+    node = graph.nodes.get(block) if block else None
+    what = f"block {block!r} ({type(node.block).__name__})" if node else "a block"
+    text = str(exc)
+    detail = next((ln.strip() for ln in text.splitlines()[1:] if ln.strip()), text.strip())
+    return GraphError(f"the kernels of {what} do not compile: {detail}\n"
+                      "Check the kernel signatures: (t, x, d, m, p, *inputs, *outputs) "
+                      "with every declared input, in declaration order "
+                      "(see hapflow/block.py).", block=block if node else None)
 
 
 def _load_module(name: str, source: str, namespace: dict) -> types.ModuleType:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import textwrap
 from dataclasses import dataclass
@@ -31,11 +32,30 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class ArrayArg:
-    """A kernel argument that is a constant slice ``array[start:start+size]``."""
+    """A kernel argument that is the slice ``array[base + start:base + start + size]``.
+
+    ``base`` names an integer variable of the caller (a relocatable compile
+    unit receives the offsets of its regions as arguments); None means 0.
+    """
 
     array: str
     start: int
     size: int
+    base: str | None = None
+
+    def index(self, offset: ast.expr) -> ast.expr:
+        """``base + offset`` (``offset`` alone without a base)."""
+        if self.base is None:
+            return offset
+        if isinstance(offset, ast.Constant) and offset.value == 0:
+            return ast.Name(self.base, ast.Load())
+        return ast.BinOp(ast.Name(self.base, ast.Load()), ast.Add(), offset)
+
+    def code(self) -> str:
+        """Source of the view of this slice."""
+        lo = ast.unparse(self.index(ast.Constant(self.start)))
+        hi = ast.unparse(self.index(ast.Constant(self.start + self.size)))
+        return f"{self.array}[{lo}:{hi}]"
 
 
 @dataclass(frozen=True)
@@ -53,11 +73,29 @@ _UNSUPPORTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Global, a
                 ast.Yield, ast.YieldFrom, ast.ClassDef, ast.Try, ast.With, ast.Await)
 
 
+@functools.lru_cache(maxsize=None)
+def _source(py: Callable) -> str | None:
+    """A function's dedented source (read once: tokenising it is most of the inliner's time)."""
+    try:
+        return textwrap.dedent(inspect.getsource(py))
+    except (OSError, TypeError):
+        return None
+
+
+def size(fn: Callable) -> int:
+    """Lines of a kernel's source: what its inlined body costs, roughly."""
+    text = _source(getattr(fn, "py_func", fn))
+    return 1 if text is None else text.count("\n")
+
+
 def _function(fn: Callable) -> ast.FunctionDef:
     py = getattr(fn, "py_func", fn)
+    text = _source(py)
+    if text is None:
+        raise _NotInlinable
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
-    except (OSError, TypeError, SyntaxError):
+        tree = ast.parse(text)
+    except SyntaxError:
         raise _NotInlinable from None
     node = tree.body[0]
     if not isinstance(node, ast.FunctionDef):
@@ -110,14 +148,14 @@ class _Rewriter(ast.NodeTransformer):
             index = ast.Constant(-index.operand.value)
         if isinstance(index, ast.Constant) and isinstance(index.value, int):
             value = index.value if index.value >= 0 else arg.size + index.value
-            return ast.Constant(arg.start + value)
+            return arg.index(ast.Constant(arg.start + value))
         shifted = index if arg.start == 0 else ast.BinOp(ast.Constant(arg.start), ast.Add(), index)
         if self._nonnegative(index):
-            return shifted
+            return arg.index(shifted)
         # a run-time index may be negative: wrap around like an array view would
         wrap = ast.IfExp(ast.Compare(index, [ast.Lt()], [ast.Constant(0)]),
                          ast.Constant(arg.size), ast.Constant(0))
-        return ast.BinOp(shifted, ast.Add(), wrap)
+        return arg.index(ast.BinOp(shifted, ast.Add(), wrap))
 
     def visit_For(self, node: ast.For) -> ast.AST:
         it = node.iter

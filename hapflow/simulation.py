@@ -24,8 +24,7 @@ import numpy as np
 
 from . import __version__
 from .block import Block, ParamError
-from .codegen import block_at_line
-from .compiler import Program, compile_graph
+from .compiler import Program, compile_error, compile_graph
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .graph import Graph
@@ -96,12 +95,14 @@ class Simulation:
     inline : bool
         Inline kernel bodies into the generated code (default; see
         :mod:`hapflow.inline`); False calls kernels on array views.
+    mode : {'auto', 'fused', 'units'}
+        One fused kernel or compile units (see :mod:`hapflow.codegen`).
     """
 
     def __init__(self, graph: Graph, interpret: bool = False, chunk: float = 1.0,
-                 inline: bool = True):
+                 inline: bool = True, mode: str = "auto"):
         self.graph = graph
-        self.program: Program = compile_graph(graph, interpret, inline)
+        self.program: Program = compile_graph(graph, interpret, inline, mode)
         self.layout = self.program.layout
         self.arrays = allocate(self.layout)
         self.chunk_ticks = max(1, int(round(chunk * graph.rate)))
@@ -121,17 +122,9 @@ class Simulation:
         try:
             self.advance(0)
         except numba.core.errors.NumbaError as exc:
-            text = str(exc)
-            path = str(self.program.path or "")
-            lines = [int(n) for n in re.findall(re.escape(path) + r'", line (\d+)', text)] if path else []
-            name = block_at_line(self.program.source, lines[-1]) if lines else None
-            what = (f"block {name!r} ({type(self.graph.nodes[name].block).__name__})"
-                    if name in self.graph.nodes else "a block")
-            detail = next((ln.strip() for ln in text.splitlines()[1:] if ln.strip()), text.strip())
-            raise GraphError(f"the kernels of {what} do not compile: {detail}\n"
-                             "Check the kernel signatures: (t, x, d, m, p, *inputs, *outputs) "
-                             "with every declared input, in declaration order "
-                             "(see hapflow/block.py).", block=name) from None
+            loc = exc.loc
+            name = self.program.block_at(str(loc.filename), loc.line) if loc is not None else None
+            raise compile_error(self.graph, name, exc) from None
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]

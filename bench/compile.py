@@ -1,0 +1,165 @@
+"""Compile-cost benchmark: how build and run cost grow with the graph.
+
+Two graph families of ``bench/families.py`` at N = 10, 30, 100, 300, 1000
+blocks: ``replicated`` (N/10 chained copies of one 10-block, three-rate loop)
+and ``distinct`` (a seeded random mix of every library block type without a
+Python side, feedback through delays, three rates).  For each N, in fresh
+processes:
+
+* ``check``: ``Graph.check`` wall time (median of 3, in the compile child);
+* ``cold``: CPU time of ``Simulation(graph)`` with empty ``HAPFLOW_CACHE_DIR``
+  and ``NUMBA_CACHE_DIR`` (code generation and every numba compilation), and
+  the process's peak RSS;
+* ``warm``: wall time of a fresh process (interpreter start included) that
+  imports hapflow, builds the graph, loads the kernel from the cache and runs
+  one tick; median of 3;
+* ``us/tick`` and ``ns/block-tick``: ``Simulation.advance`` over 4000 ticks,
+  median of 5 after a warm-up;
+* the same cold and speed figures for the fused kernel (one straight-line
+  ``run``) where N <= ``--fused-max`` (it compiles in time growing as
+  N^1.4-1.8: the 300-block replicated graph took minutes and gigabytes).
+
+``exp`` is the local exponent of cold CPU time between consecutive N
+(1.0 = linear).  Absolute times drift with the load of this shared machine.
+
+Usage: ``python bench/compile.py [--sizes 10,30,100] [--families replicated,distinct]
+[--fused-max 100]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TICKS = 4000
+
+
+def _graph(family: str, n: int):
+    sys.path.insert(0, HERE)
+    import families
+    return families.replicated(n) if family == "replicated" else families.distinct(n, seed=0)
+
+
+def child_cold(family: str, n: int, mode: str) -> dict:
+    """Build, check, compile; time the kernel (runs in a fresh process)."""
+    import numpy as np
+
+    import hapflow as hf
+    graph = _graph(family, n)
+    checks = []
+    for _ in range(3):
+        start = time.perf_counter()
+        graph.check()
+        checks.append(time.perf_counter() - start)
+    cpu = time.process_time()
+    sim = hf.Simulation(graph, mode=mode, chunk=TICKS / graph.rate)
+    cpu = time.process_time() - cpu
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    sim.advance(TICKS)
+    runs = []
+    for _ in range(5):
+        sim.reset()
+        start = time.perf_counter()
+        sim.advance(TICKS)
+        runs.append(time.perf_counter() - start)
+    tick = statistics.median(runs) / TICKS
+    assert np.isfinite(sim.arrays["f"]).all()
+    return dict(check=statistics.median(checks), cold=cpu, rss=rss, tick=tick,
+                blocks=len(graph.nodes), mode=sim.program.mode, units=len(sim.program.units))
+
+
+def child_warm(family: str, n: int, mode: str) -> dict:
+    """Build the graph, load its kernel from the cache, run one tick."""
+    import hapflow as hf
+    hf.Simulation(_graph(family, n), mode=mode).advance(1)
+    return {}
+
+
+def _spawn(kind: str, family: str, n: int, mode: str, cache: str, timeout: float) -> dict | None:
+    env = dict(os.environ, HAPFLOW_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, family, str(n), mode]
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if out.returncode:
+        sys.stderr.write(out.stderr[-3000:])
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(family: str, n: int, mode: str, timeout: float, warm: bool) -> dict | None:
+    """Cold compile and speed in one fresh process, then warm starts (median of 3)."""
+    with tempfile.TemporaryDirectory(prefix="hapflow-bench-compile-") as cache:
+        row = _spawn("cold", family, n, mode, cache, timeout)
+        if row is None or not warm:
+            return row
+        walls = []
+        for _ in range(3):
+            start = time.perf_counter()
+            _spawn("warm", family, n, mode, cache, timeout)
+            walls.append(time.perf_counter() - start)
+        row["warm"] = statistics.median(walls)
+        return row
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10,30,100,300,1000")
+    parser.add_argument("--families", default="replicated,distinct")
+    parser.add_argument("--fused-max", type=int, default=100,
+                        help="largest N to compile fused as well (default 100)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds one cold compile may take (default 600)")
+    parser.add_argument("--mode", default="auto", choices=("auto", "units", "fused"),
+                        help="kernel mode of the main columns (default: the automatic choice)")
+    parser.add_argument("--child", nargs=4, metavar=("KIND", "FAMILY", "N", "MODE"))
+    args = parser.parse_args()
+    if args.child:
+        kind, family, n, mode = args.child
+        fn = child_cold if kind == "cold" else child_warm
+        print(json.dumps(fn(family, int(n), mode)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    head = (f"{'family':<11}{'N':>5}{'mode':>7}{'units':>6}{'check ms':>9}{'cold s':>8}{'exp':>6}"
+            f"{'RSS MiB':>8}{'warm s':>7}{'us/tick':>9}{'ns/blk-tick':>12}"
+            f"{'fused cold s':>13}{'fused RSS':>10}{'fused ns':>9}")
+    print(head)
+    print("-" * len(head))
+    for family in args.families.split(","):
+        previous = None
+        for n in sizes:
+            row = measure(family, n, args.mode, args.timeout, warm=True)
+            fused = measure(family, n, "fused", args.timeout, warm=False) \
+                if n <= args.fused_max and (row is None or row["mode"] != "fused") else None
+            if row is None:
+                print(f"{family:<11}{n:>5}  failed or over {args.timeout:g} s")
+                continue
+            exp = math.log(row["cold"] / previous[1]) / math.log(n / previous[0]) \
+                if previous else None
+            previous = (n, row["cold"])
+            ns = row["tick"] / row["blocks"] * 1e9
+            print(f"{family:<11}{n:>5}{row['mode']:>7}{row['units']:>6}"
+                  f"{row['check'] * 1e3:>9.1f}{row['cold']:>8.1f}{_fmt(exp, '.2f'):>6}"
+                  f"{row['rss'] / 2**20:>8.0f}{row['warm']:>7.2f}{row['tick'] * 1e6:>9.2f}"
+                  f"{ns:>12.2f}"
+                  f"{_fmt(fused and fused['cold'], '.1f'):>13}"
+                  f"{_fmt(fused and fused['rss'] / 2**20, '.0f'):>10}"
+                  f"{_fmt(fused and fused['tick'] / fused['blocks'] * 1e9, '.2f'):>9}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

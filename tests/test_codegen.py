@@ -1,0 +1,178 @@
+"""Code generation as compile units: same bits as the reference, shared units, bounded size,
+a readable source, and compile errors that name the block."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit
+from numba.core import event
+
+import hapflow as hf
+from hapflow.compiler import compile_graph
+from hapflow.partition import cut
+from tests.evals.test_engine import Allocating, mixed_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = sorted(p for p in ROOT.glob("graphs/*.yaml"))
+
+
+def _families():
+    spec = importlib.util.spec_from_file_location("families", ROOT / "bench" / "families.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+families = _families()
+
+
+def _same(a: hf.RunResult, b: hf.RunResult) -> None:
+    assert set(a.signals) == set(b.signals)
+    for name in a.signals:
+        assert np.array_equal(a[name], b[name], equal_nan=True), name
+
+
+class _Compiles(event.Listener):
+    """Names of the compile units numba compiles while it is installed."""
+
+    def __init__(self):
+        self.units: list[str] = []
+
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        module = ev.data["dispatcher"].py_func.__module__
+        if module.startswith("hu_"):
+            self.units.append(module)
+
+
+def _compiled_units(build) -> list[str]:
+    listener = _Compiles()
+    with event.install_listener("numba:compile", listener):
+        build()
+    return listener.units
+
+
+@pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.name)
+def test_every_graph_file_runs_as_units_bit_identical_to_the_interpreter(path, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)                  # sinks write their files here
+    units = hf.Simulation(hf.load(path), mode="units")
+    reference = hf.Simulation(hf.load(path), interpret=True, mode="units")
+    assert units.program.mode == "units" and units.program.units
+    _same(units.run(0.02, progress=False), reference.run(0.02, progress=False))
+
+
+def test_every_library_block_runs_as_units_bit_identical_to_the_interpreter():
+    graph = families.distinct(100, seed=1)
+    types = {type(node.block).__name__ for node in graph.nodes.values()}
+    assert types >= set(families.eligible_types())
+    compiled = hf.Simulation(graph, mode="units").run(0.02, progress=False)
+    interpreted = hf.Simulation(families.distinct(100, seed=1), interpret=True,
+                                mode="units").run(0.02, progress=False)
+    _same(compiled, interpreted)
+    assert any(np.ptp(values) > 0 for values in compiled.signals.values())
+
+
+def test_units_fused_and_interpreted_agree_on_a_multirate_feedback_graph():
+    fused = hf.Simulation(families.replicated(20), mode="fused").run(0.25, progress=False)
+    units = hf.Simulation(families.replicated(20), mode="units").run(0.25, progress=False)
+    _same(fused, units)
+    assert np.ptp(units["c1_plant.pos"]) > 1e-4
+
+
+def test_replicated_subsystems_share_units_and_a_bigger_graph_adds_almost_none():
+    small = compile_graph(families.replicated(60), mode="units", interpret=True)
+    calls = sum(1 for line in small.source.splitlines() if line.strip().startswith("hu_"))
+    assert calls >= 2 * len(small.units) - 2        # copies call the same units
+    big = compile_graph(families.replicated(120), mode="units", interpret=True)
+    assert len(set(big.units) - set(small.units)) <= 3      # a few cut differently at most
+
+
+def test_a_unit_is_compiled_once_per_process_and_shared_between_graphs():
+    first = compile_graph(families.replicated(60), mode="units")
+    again = _compiled_units(lambda: compile_graph(families.replicated(60), mode="units"))
+    assert again == []
+    second = compile_graph(families.replicated(120), mode="units")
+    shared = set(first.units) & set(second.units)
+    assert shared
+    for name in shared:
+        assert first.run.py_func.__globals__[name] is second.run.py_func.__globals__[name]
+
+
+def test_an_edit_changes_only_the_units_that_hold_the_edited_block():
+    base = compile_graph(families.replicated(60), mode="units", interpret=True)
+    edited = families.replicated(60)
+    edited.nodes["c2_filt"].block = type(edited.nodes["c2_filt"].block)(
+        num=[0.05, 0.05], den=[1.0, -0.9])            # another filter order: other code
+    program = compile_graph(edited, mode="units", interpret=True)
+    changed = [u for name, u in program.units.items() if name not in base.units]
+    assert 1 <= len(changed) <= 4
+    assert all("c2_filt" in u.blocks for u in changed)
+
+
+def test_units_stay_within_their_line_budget():
+    program = compile_graph(families.distinct(100, seed=2), mode="units", interpret=True)
+    sizes = [len(u.source.splitlines()) for u in program.units.values()]
+    assert max(sizes) < 400 and len(sizes) > 10
+
+
+def test_cut_bounds_groups_and_repeats_a_period():
+    period = ["a", "b", "c", "d", "e"]
+    sites = period * 8
+    groups = cut(sites, lambda s: 10, lambda s: s, max_lines=60)
+    assert all(sum(10 for _ in g) <= 60 for g in groups)
+    assert [s for g in groups for s in g] == sites
+    assert len({tuple(g) for g in groups[1:-1]}) == 1         # every copy cut alike
+    big = cut(["x", "y", "z"], lambda s: 100, lambda s: s, max_lines=60)
+    assert big == [["x"], ["y"], ["z"]]                      # an oversized site stands alone
+
+
+def test_a_kernel_that_allocates_still_runs_in_units():
+    g = mixed_graph()
+    g.add("alloc", Allocating())
+    g.wire("plant.pos -> alloc.u")
+    g.record("alloc.y")
+    a = hf.Simulation(g, mode="units").run(0.1, progress=False)
+    g2 = mixed_graph()
+    g2.add("alloc", Allocating())
+    g2.wire("plant.pos -> alloc.u")
+    g2.record("alloc.y")
+    _same(a, hf.Simulation(g2, interpret=True).run(0.1, progress=False))
+
+
+class Broken(hf.Block):
+    """Output kernel that adds a string to a number.
+
+    Ports
+    -----
+    u : in, (1,)
+    y : out, (1,)
+    """
+
+    inputs = {"u": hf.In(1)}
+    outputs = {"y": hf.Out(1)}
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, u, y):
+        y[0] = u[0] + "text"
+
+
+@pytest.mark.parametrize("mode", ["fused", "units"])
+def test_a_kernel_that_does_not_compile_is_named(mode):
+    g = mixed_graph()
+    g.add("broken", Broken())
+    g.wire("plant.pos -> broken.u")
+    g.record("broken.y")
+    with pytest.raises(hf.GraphError, match=r"kernels of block 'broken' \(Broken\) do not compile"):
+        hf.Simulation(g, mode=mode)
+
+
+def test_source_names_every_offset_and_event_field():
+    program = compile_graph(hf.load(ROOT / "graphs" / "bouncing_ball.yaml"), interpret=True)
+    head = program.source.split("def ")[0]
+    assert "#   f[18]          paddle.y                     [m]" in head
+    assert "ev[EV_J]" in program.source and "ev[8]" not in program.source
