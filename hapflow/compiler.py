@@ -36,10 +36,13 @@ from . import events
 from .codegen import Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
+from .inline import size as kernel_size
 from .layout import Layout, build_layout
 from .schedule import Schedule, build_schedule
 
-JIT_OPTIONS = {"cache": True, "error_model": "numpy"}
+JIT_OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
+"""The kernels release the GIL: the recorder writes a chunk to HDF5 on its own thread while
+the next chunk runs (:mod:`hapflow.recorder`)."""
 
 
 @dataclass
@@ -179,36 +182,57 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
     schedule = build_schedule(checked)
     layout = build_layout(checked)
     if mode == "auto":
-        mode = choose_mode(schedule)
+        mode = choose_mode(checked, schedule)
     generated = Generator(checked, schedule, layout, inline=inline, mode=mode).build()
     if interpret:
         ns = _interpreted_namespace(generated)
         exec(compile(generated.source, f"<hapflow {graph.name}>", "exec"), ns)
         return Program(checked, schedule, layout, generated.source, None, ns["run"],
                        ns["init_all"], True, generated.units, generated.mode)
-    namespace = {**generated.namespace, **_load_units(graph, generated.units)}
     functions = _functions(generated.namespace)
     name = f"hf_{fingerprint(generated.source, checked, functions)}"
+    warm = _warm_marker(name)
+    namespace = {**generated.namespace, **_load_units(graph, generated.units, warm)}
     module = _load_module(name, generated.source, _namespace(namespace, False, name))
     return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
                    module.init_all, False, generated.units, generated.mode)
 
 
-FUSED_MAX_SITES = 60
-"""Graphs with more kernel call sites per tick than this are compiled as units."""
+FUSED_MAX_LINES = 800
+"""Largest graph compiled fused, in kernel source lines per tick (:func:`tick_lines`).
+
+Measured with ``bench/compile.py`` (CPU s to compile, fused / units): replicated
+loops of 30 blocks (388 lines) 3.1 / 5.2, of 100 blocks (1305 lines) 13.2 / 6.4;
+distinct blocks, 10 (339 lines) 5.9 / 6.6, 30 (730 lines) 20.6 / 18.8.  The
+fused kernel also runs faster (4.3 against 6.1 ns per block and tick on the
+replicated loops), so it is kept up to a little past where compile times cross."""
 MODE_VARIABLE = "HAPFLOW_KERNEL"
 """Environment variable that overrides the automatic choice (``fused`` or ``units``):
 for checking that both give the same bits on a whole test suite."""
 
 
-def choose_mode(schedule: Schedule) -> str:
-    """``fused`` for a small graph, else ``units`` (see :mod:`hapflow.partition`)."""
+def tick_lines(checked: Checked, schedule: Schedule) -> int:
+    """Kernel source lines one tick runs: what the fused ``run`` grows with."""
+    nodes = checked.graph.nodes
+
+    def lines(block: str, kind: str) -> int:
+        return kernel_size(nodes[block].block.kernels()[kind])
+
+    stages = 4 if checked.graph.solver == "rk4" else 2
+    once = sum(lines(c.block, "output") for c in schedule.calls) \
+        + sum(lines(b, "update") for b in schedule.updates) \
+        + sum(lines(b, "guard") + lines(b, "reset") for b in schedule.hybrid)
+    staged = sum(lines(c.block, "output") for c in schedule.chain) \
+        + sum(lines(b, "deriv") for b in schedule.continuous)
+    return once + stages * staged
+
+
+def choose_mode(checked: Checked, schedule: Schedule) -> str:
+    """``fused`` for a small graph, else ``units`` (see :data:`FUSED_MAX_LINES`)."""
     forced = os.environ.get(MODE_VARIABLE, "")
     if forced in ("fused", "units"):
         return forced
-    sites = len(schedule.calls) + len(schedule.updates) + len(schedule.continuous) \
-        + len(schedule.chain) + 2 * len(schedule.hybrid)
-    return "fused" if sites <= FUSED_MAX_SITES else "units"
+    return "fused" if tick_lines(checked, schedule) <= FUSED_MAX_LINES else "units"
 
 
 def _functions(namespace: dict) -> list[Callable]:
@@ -224,12 +248,41 @@ def _interpreted_namespace(generated: Generated) -> dict:
     return ns
 
 
-def _load_units(graph: Graph, units: dict[str, UnitSource]) -> dict[str, Callable]:
+def _warm_marker(name: str) -> list[str] | None:
+    """Units of main module ``name`` that need reference counting, if the module compiled
+    before (see :func:`mark_compiled`), else None."""
+    path = cache_dir() / f"{name}.compiled"
+    return path.read_text().split() if path.exists() else None
+
+
+def mark_compiled(program: Program) -> None:
+    """Note that ``program``'s kernels compiled (and are in numba's disk cache).
+
+    A later process then loads ``run`` from the cache without compiling or
+    loading its units first (their code is linked into ``run``): a graph of
+    a few hundred distinct units starts seconds sooner.
+    """
+    if program.interpreted or program.mode != "units":
+        return
+    module = sys.modules[program.path.stem]
+    plain = [n for n, fn in vars(module).items() if n.startswith("hu_")
+             and getattr(fn, "_hapflow_nrt", False)]
+    marker = program.path.with_suffix(".compiled")
+    if not marker.exists():
+        tmp = marker.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text("\n".join(plain))
+        os.replace(tmp, marker)
+
+
+def _load_units(graph: Graph, units: dict[str, UnitSource],
+                warm: list[str] | None = None) -> dict[str, Callable]:
     """Each unit's compiled function by unit name (modules shared through the cache).
 
     Every unit is compiled here, for the one signature its callers use, and
     may not compile another: a kernel that does not compile is named from
-    its own unit, and a literal argument never makes a second copy.
+    its own unit, and a literal argument never makes a second copy.  When
+    the graph compiled before (``warm``: the units needing reference
+    counting), the units are only defined: ``run`` comes from the cache.
     """
     loaded = {}
     for unit in units.values():
@@ -237,15 +290,21 @@ def _load_units(graph: Graph, units: dict[str, UnitSource]) -> dict[str, Callabl
         module = _load_module(name, unit.source, _namespace(unit.namespace, False, name))
         if hasattr(module, "compiled"):               # this process compiled it already
             loaded[unit.name] = module.compiled
-            continue
-        try:
-            loaded[unit.name] = module.compiled = _compiled(module.unit, unit_signature(unit))
-        except numba.core.errors.NumbaError as exc:
-            line = exc.loc.line if exc.loc is not None and \
-                Path(str(exc.loc.filename)).name == f"{name}.py" else None
-            raise compile_error(graph, unit.block_at(line) if line else unit.blocks[0],
-                                exc) from None
+        elif warm is not None:
+            loaded[unit.name] = _plain(module.unit) if unit.name in warm else module.unit
+        else:
+            loaded[unit.name] = module.compiled = _compile_unit(graph, unit, module)
     return loaded
+
+
+def _compile_unit(graph: Graph, unit: UnitSource, module: types.ModuleType) -> Callable:
+    try:
+        return _compiled(module.unit, unit_signature(unit))
+    except numba.core.errors.NumbaError as exc:
+        line = exc.loc.line if exc.loc is not None and \
+            Path(str(exc.loc.filename)).name == f"{module.__name__}.py" else None
+        raise compile_error(graph, unit.block_at(line) if line else unit.blocks[0],
+                            exc) from None
 
 
 def _compiled(fn: Callable, signature: numba.core.typing.Signature) -> Callable:
@@ -254,10 +313,17 @@ def _compiled(fn: Callable, signature: numba.core.typing.Signature) -> Callable:
     try:
         fn.compile(signature)
     except numba.core.errors.NumbaError:
-        fn = numba.njit(**JIT_OPTIONS)(fn.py_func)     # a kernel that allocates: slower, works
+        fn = _plain(fn)                                 # a kernel that allocates: slower, works
         fn.compile(signature)
     fn.disable_compile()
     return fn
+
+
+def _plain(fn: Callable) -> Callable:
+    """A reference-counted ``njit`` of ``fn``'s Python function."""
+    plain = numba.njit(**JIT_OPTIONS)(fn.py_func)
+    plain._hapflow_nrt = True
+    return plain
 
 
 def unit_signature(unit: UnitSource) -> numba.core.typing.Signature:
@@ -328,8 +394,8 @@ def compile_variant(program: Program, suffix: str, source: str,
     name = f"{program.path.stem}_{suffix}_{digest}"        # a changed source is a new module
     namespace = {k: v for k, v in vars(base).items() if not k.startswith("__")}
     namespace.update(prange=numba.prange if parallel else range,
-                     jit=numba.njit(nogil=True, **JIT_OPTIONS),
-                     pjit=numba.njit(parallel=parallel, nogil=True, **JIT_OPTIONS),
+                     jit=numba.njit(**JIT_OPTIONS),
+                     pjit=numba.njit(parallel=parallel, **JIT_OPTIONS),
                      __name__=name)
     return _load_module(name, source, namespace)
 

@@ -10,9 +10,19 @@ File layout::
 The file is flushed after every chunk, so a run stopped at any point (error,
 Ctrl-C, even SIGKILL between writes) leaves a readable file holding every
 completed chunk; ``complete`` says whether the run finished.
+
+:meth:`Recorder.submit` hands a chunk to a writer thread while the caller
+runs the next chunk's kernel (which releases the GIL): appending and
+flushing one 4000-row chunk took about 0.5 ms here, longer than the 4 kHz
+rig's kernel needs for it, so chunks that queue up meanwhile are appended
+and flushed together.  :attr:`Recorder.stored` counts the chunks in the
+file; :meth:`Recorder.wait` returns when all are.
 """
+
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +31,9 @@ import h5py
 import numpy as np
 
 from .ports import DTYPES
+
+QUEUED_BYTES = 64 * 2**20
+"""Most chunk data waiting for the writer before :meth:`Recorder.submit` waits too."""
 
 
 class Recorder:
@@ -39,6 +52,13 @@ class Recorder:
     def __init__(self, path: str | Path, signals: dict[str, tuple[tuple[int, ...], str, str | None]],
                  attrs: dict[str, Any]):
         self.path = Path(path)
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+        self._lock = threading.Lock()
+        self._queue: list[tuple[np.ndarray, dict[str, np.ndarray], int]] = []
+        self._queued = 0
+        self.submitted = 0
+        self.stored = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.file = h5py.File(self.path, "w")
         self.file.attrs.update({k: v for k, v in attrs.items() if v is not None})
@@ -55,6 +75,55 @@ class Recorder:
             self.datasets[name] = ds
         self.file.flush()
 
+    def submit(self, time: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+        """Queue a chunk for the writer thread (the arrays must not change afterwards).
+
+        Chunks that queue up while the writer is busy are appended and flushed
+        together; :attr:`stored` counts the chunks in the file.  The caller
+        waits only when :data:`QUEUED_BYTES` are queued.
+        """
+        self._raise_failure()
+        size = time.nbytes + sum(c.nbytes for c in columns.values())
+        with self._lock:
+            self._queue.append((time, columns, size))
+            self._queued += size
+            idle = self._pending is None or self._pending.done()
+        self.submitted += 1
+        if idle:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="hapflow-recorder")
+            self._pending = self._writer.submit(self._write_queued)
+        if self._queued > QUEUED_BYTES:
+            self.wait()
+
+    def _write_queued(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue, []
+            if not batch:
+                return
+            time = np.concatenate([b[0] for b in batch])
+            columns = {k: np.concatenate([b[1][k] for b in batch]) for k in batch[0][1]}
+            self.append(time, columns)
+            with self._lock:
+                self.stored += len(batch)
+                self._queued -= sum(b[2] for b in batch)
+
+    def wait(self) -> None:
+        """Return when every submitted chunk is stored (raising what writing raised)."""
+        while self.stored < self.submitted:
+            self._raise_failure()
+            pending = self._pending
+            if pending is not None:
+                pending.result()
+            if self._queue and (pending is None or pending.done()):
+                self._pending = self._writer.submit(self._write_queued)
+
+    def _raise_failure(self) -> None:
+        pending = self._pending
+        if pending is not None and pending.done() and pending.exception() is not None:
+            raise pending.exception()
+
     def append(self, time: np.ndarray, columns: dict[str, np.ndarray]) -> None:
         """Append one chunk (``time`` and each signal's rows) and flush."""
         n0, n = self.time.shape[0], time.shape[0]
@@ -68,7 +137,13 @@ class Recorder:
         self.file.flush()
 
     def close(self, status: str = "complete", **attrs: Any) -> None:
-        """Write final attributes and close (safe to call twice)."""
+        """Store the submitted chunks, write final attributes and close (safe to call twice)."""
+        try:
+            self.wait()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown()
+                self._writer = None
         if not self.file.id.valid:
             return
         self.file.attrs.update(attrs)

@@ -10,6 +10,7 @@ bar.  Memory stays bounded when recording to a file, however long the run.
 from __future__ import annotations
 
 import re
+import math
 import signal
 import sys
 import threading
@@ -24,11 +25,11 @@ import numpy as np
 
 from . import __version__
 from .block import Block, ParamError
-from .compiler import Program, compile_error, compile_graph
+from .compiler import Program, compile_error, compile_graph, mark_compiled
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .graph import Graph
-from .layout import allocate
+from .layout import allocate, float_bases
 from .recorder import Recorder
 from .rng import stream_seeds
 
@@ -105,6 +106,8 @@ class Simulation:
         self.program: Program = compile_graph(graph, interpret, inline, mode)
         self.layout = self.program.layout
         self.arrays = allocate(self.layout)
+        bases = float_bases(self.layout)
+        self._states = self.arrays["f"][bases["x"]:bases["p"]]      # x, then d
         self.chunk_ticks = max(1, int(round(chunk * graph.rate)))
         # blocks with a Python side (Block.drain / Block.close), called between chunks
         self.sinks = [name for name, node in graph.nodes.items() if node.block.has_drain()]
@@ -125,6 +128,7 @@ class Simulation:
             loc = exc.loc
             name = self.program.block_at(str(loc.filename), loc.line) if loc is not None else None
             raise compile_error(self.graph, name, exc) from None
+        mark_compiled(self.program)
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]
@@ -263,17 +267,28 @@ class Simulation:
         if problems and status == "complete":
             raise problems[0]
 
-    def advance(self, n_ticks: int) -> np.ndarray:
-        """Run ``n_ticks`` (at most one chunk) and return their log rows (a view)."""
+    def advance(self, n_ticks: int, log: np.ndarray | None = None) -> np.ndarray:
+        """Run ``n_ticks`` (at most one chunk) and return their log rows (a view).
+
+        Parameters
+        ----------
+        n_ticks : int
+            Ticks to run (at most :attr:`chunk_ticks`).
+        log : ndarray, optional
+            C-contiguous ``(n_ticks, columns)`` array to write the log rows into
+            (default: the simulation's own chunk buffer).
+        """
         a = self.arrays
         n = min(int(n_ticks), self.chunk_ticks)
+        log = self.log if log is None else log
         if self.tick == 0:
             self._drained = 0                     # a run from tick 0 (new or after a reset)
-        self.program.run(n, self.tick, a["f"], a["m"], a["si"], a["sb"], self.log, a["stats"])
+        self.program.run(n, self.tick, a["f"], a["m"], a["si"], a["sb"], log, a["stats"])
         self.tick += n
-        if not np.all(np.isfinite(a["x"])) or not np.all(np.isfinite(a["d"])):
+        # one sum is finite when every state is (a sum that overflows gets the full check)
+        if not math.isfinite(self._states.sum()) and not np.isfinite(self._states).all():
             raise SimulationError(self._nonfinite())
-        return self.log[:n]
+        return log[:n]
 
     def _nonfinite(self) -> str:
         for name, slots in self.layout.blocks.items():
@@ -323,7 +338,9 @@ class Simulation:
         progress : bool, optional
             Show a progress bar (default: when stderr is a terminal).
         on_chunk : callable, optional
-            Called after each chunk is stored with its times (s) and signals,
+            Called after each chunk is stored with its times (s) and signals
+            (a file is then written chunk by chunk, not while the next chunk
+            runs),
             e.g. to drain Python-side sinks or update a live plot.
 
         Returns
@@ -333,10 +350,10 @@ class Simulation:
         duration = self.graph.duration if duration is None else float(duration)
         total = int(round(duration * self.graph.rate))
         rec = self.recorder(out) if out is not None else None
-        kept: list[dict[str, np.ndarray]] = []
-        times: list[np.ndarray] = []
+        kept = None if rec is not None else _Kept(total, self.layout.sizes["log"])
         bar = _progress(total, self.graph.rate, progress)
         stats0 = self.arrays["stats"].copy()
+        first = self.tick
         start = _time.perf_counter()
         status = "error"
         done = 0
@@ -344,21 +361,27 @@ class Simulation:
             with interrupt_flag() as interrupted:
                 while done < total:
                     tick0 = self.tick
-                    rows = self.advance(min(self.chunk_ticks, total - done))
-                    done += rows.shape[0]
-                    t = np.arange(tick0, self.tick) / self.graph.rate
-                    cols = self.columns(rows)
-                    if rec is not None:
-                        rec.append(t, cols)
+                    n = min(self.chunk_ticks, total - done)
+                    rows = self.advance(n, None if kept is None else kept.target(done, n))
+                    done += n
+                    if rec is not None:         # stored while the next chunk runs
+                        t = np.arange(tick0, self.tick) / self.graph.rate
+                        cols = self.columns(rows)
+                        rec.submit(t, cols)
+                        if on_chunk is not None:    # it is told of stored chunks only
+                            rec.wait()
+                            on_chunk(t, cols)
                     else:
-                        kept.append(cols)
-                        times.append(t)
+                        kept.keep(rows)
+                        if on_chunk is not None:
+                            on_chunk(np.arange(tick0, self.tick) / self.graph.rate,
+                                     self.columns(rows))
                     self.drain()
-                    if on_chunk is not None:
-                        on_chunk(t, cols)
-                    bar.update(rows.shape[0])
+                    bar.update(n)
                     if interrupted:
                         raise KeyboardInterrupt
+                if rec is not None:
+                    rec.wait()
             status = "complete"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -376,10 +399,37 @@ class Simulation:
         wall = _time.perf_counter() - start
         result = RunResult(done, wall, self.graph.rate, path=Path(out) if out else None,
                            events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))
-        if rec is None:
-            result.time = np.concatenate(times) if times else np.zeros(0)
-            result.signals = {k: np.concatenate([c[k] for c in kept]) for k in (kept[0] if kept else {})}
+        if kept is not None:
+            result.time = np.arange(first, first + done, dtype=np.float64) / self.graph.rate
+            result.signals = self.columns(kept.rows(done))
         return result
+
+
+class _Kept:
+    """The log rows of an in-memory run: the kernel writes them straight into one array
+    (chunks of their own only when that array would exceed :data:`KEPT_BYTES`)."""
+
+    def __init__(self, total: int, columns: int):
+        fits = total * columns * 8 <= KEPT_BYTES
+        self.all = np.empty((total, columns)) if fits else None
+        self.columns = columns
+        self.chunks: list[np.ndarray] = []
+
+    def target(self, done: int, n: int) -> np.ndarray | None:
+        return None if self.all is None else self.all[done:done + n]
+
+    def keep(self, rows: np.ndarray) -> None:
+        if self.all is None:
+            self.chunks.append(rows.copy())
+
+    def rows(self, done: int) -> np.ndarray:
+        if self.all is not None:
+            return self.all[:done]
+        return np.concatenate(self.chunks) if self.chunks else np.zeros((0, self.columns))
+
+
+KEPT_BYTES = 2**30
+"""Largest in-memory recording allocated whole at the start of a run."""
 
 
 def checked_pack(block: Block, name: str, size: int) -> np.ndarray:
