@@ -635,7 +635,8 @@ class Generator:
         src.lines += phases.lines
         src.emit(0, "", "", "@jit",
                  "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
-        src.emit(1, *self._work_views())
+        if self.schedule.hybrid:
+            src.emit(1, *self._work_views())
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
         src.lines += tick.lines
         src.emit(1, "return 0")

@@ -29,6 +29,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
+from .simplify import simplify
+
 
 @dataclass(frozen=True)
 class ArrayArg:
@@ -250,10 +252,11 @@ def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
             raise _NotInlinable
 
         rewriter = _Rewriter(arrays, scalars, local_names, loop_only, prefix, lookup, view)
+        body = [rewriter.visit(stmt) for stmt in body]
+        body = simplify(body, {prefix + name for name in local_names})
         lines: list[str] = []
         for stmt in body:
-            new = ast.fix_missing_locations(rewriter.visit(stmt))
-            lines.extend(ast.unparse(new).splitlines())
+            lines.extend(ast.unparse(ast.fix_missing_locations(stmt)).splitlines())
         return lines or ["pass"]
     except _NotInlinable:
         return None

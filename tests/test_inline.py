@@ -55,7 +55,7 @@ def test_rewrites_indices_sizes_locals_constants_and_globals():
     lines, registered = _inline(_kernel, [ExprArg("ts"), ArrayArg("x", 2, 3), ArrayArg("sf", 5, 2),
                                           ArrayArg("sf", 9, 2)])
     text = "\n".join(lines)
-    assert "c1_n = 2" in text                                   # len(u) -> constant
+    assert "c1_n" not in text and " + 2" in text                # len(u) -> constant, propagated
     assert "for c1_j in range(2):" in text                      # y.size -> constant
     assert "sf[9 + c1_j] = sf[5 + c1_j] * 3.0 + ts" in text     # offsets, closure constant, t
     assert "g__helper(v_x_2, 0)" in text                        # whole port -> hoisted view
@@ -72,6 +72,22 @@ def test_run_time_index_wraps_like_a_view():
     scope = {"sf": sf, "t": 0.0}
     exec(text, scope)
     assert sf[9] == sf[6] + sf[6]          # u[-1] read through the wrap, twice
+
+
+def _sized(t, u, y):
+    n = len(u)
+    for j in range(y.size):
+        y[j] = u[j + n - 1] if n > 0 else 0.0
+
+
+def test_constant_sizes_leave_no_one_trip_loops_or_dead_branches():
+    lines, _ = _inline(_sized, [ExprArg("t"), ArrayArg("sf", 4, 1), ArrayArg("sf", 9, 1)])
+    assert lines == ["sf[9] = sf[4]"]
+    lines, _ = _inline(_sized, [ExprArg("t"), ArrayArg("sf", 4, 3), ArrayArg("sf", 9, 2)])
+    assert lines == ["for c1_j in range(2):", "    sf[9 + c1_j] = sf[c1_j + 6]"]
+    sf = np.arange(12.0)
+    exec("\n".join(lines), {"sf": sf})
+    assert list(sf[9:11]) == [6.0, 7.0]
 
 
 def test_falls_back_when_it_cannot_inline_faithfully():
