@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) bench/estimation.py
 	$(PY) bench/hil_timing.py --seconds 2
 	$(PY) bench/hil_ident.py --grpc-seconds 2
+	$(PY) bench/compile.py
 
 clean:
 	rm -rf out .pytest_cache

@@ -1002,7 +1002,7 @@ class ExtendedKalmanFilter(_Nonlinear, Block):
     def configure(self) -> None:
         self._resolve_model()
         n, m = self.states, self.measurements
-        self._sizes_for(_ekf_offsets(n, m)[-1])
+        self._sizes_for(_ekf_offsets.py_func(n, m)[-1])
 
     def pack(self) -> np.ndarray:
         empty = np.zeros(0)
@@ -1072,7 +1072,7 @@ class UnscentedKalmanFilter(_Nonlinear, Block):
         self._resolve_model()
         self._weights()
         n, m = self.states, self.measurements
-        self._sizes_for(_ukf_offsets(n, m, self.sigma_count())[-1])
+        self._sizes_for(_ukf_offsets.py_func(n, m, self.sigma_count())[-1])
 
     def sigma_count(self) -> int:
         """Number of sigma points: ``2 n + 1`` (merwe) or ``n + 2`` (simplex)."""

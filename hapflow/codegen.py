@@ -120,6 +120,10 @@ class UnitSource:
     lines: list[int]
     bases: int = 0
     params: tuple[str, ...] = UNIT_ARGS
+    origins: dict[str, tuple] = field(default_factory=dict)
+    """Where each name of :attr:`namespace` comes from: ``("kernel", block, kind)`` or
+    ``("global", block, kind, name)`` (a global of that kernel), so the namespace can be
+    rebuilt without generating the source again (:mod:`hapflow.sourcecache`)."""
 
     def call(self, values: dict[str, str], bases: list[str]) -> str:
         """Source of a call: ``values`` maps each of :data:`UNIT_ARGS` to an expression."""
@@ -154,6 +158,9 @@ class Generated:
     namespace: dict
     units: dict[str, UnitSource] = field(default_factory=dict)
     mode: str = "fused"
+    origins: dict[str, tuple] = field(default_factory=dict)
+    """As :attr:`UnitSource.origins`, for the aliases of the main module (its kernels are
+    :func:`kernel_table`)."""
 
 
 class Generator:
@@ -173,6 +180,7 @@ class Generator:
         self.mode = mode
         self.unit_lines = unit_lines
         self.globals: dict[str, object] = {}
+        self.origins: dict[str, tuple] = {}
         self.units: dict[str, UnitSource] = {}
         self.kernel_names: dict[str, tuple[str, object]] | None = None
         self.offsets: dict[int, int] = {}
@@ -223,13 +231,15 @@ class Generator:
             return f"{name}[{base + index}]"
         return f"{name}[{base} + {index}]" if base else f"{name}[{index}]"
 
-    def _resolve(self, name: str, value: object) -> str:
+    def _resolve(self, name: str, value: object, site: Site) -> str:
+        """The generated module's name for global ``name`` (``value``) of ``site``'s kernel."""
         alias = f"g_{name}"
         k = 1
         while alias in self.globals and self.globals[alias] is not value:
             k += 1
             alias = f"g_{name}_{k}"
         self.globals[alias] = value
+        self.origins.setdefault(alias, ("global", site.block, site.kind, name))
         return alias
 
     def _arg_code(self, arg) -> str:
@@ -278,7 +288,8 @@ class Generator:
         multi_dim = any(len(block.inputs[p].shape) > 1 for p in block.inputs) or any(
             len(o.shape) > 1 for o in block.outputs.values())
         if self.inline and not multi_dim and site.kind != "init":   # init: called, as written
-            lines = inline(fn, list(site.args), prefix, self._resolve, self._arg_code)
+            lines = inline(fn, list(site.args), prefix,
+                           lambda name, value: self._resolve(name, value, site), self._arg_code)
             if lines is not None:
                 return lines
         name = self._kernel_name(site)
@@ -294,6 +305,7 @@ class Generator:
                 return name
         name = f"k{len(self.kernel_names)}_{site.kind}"
         self.kernel_names[name] = (name, fn)
+        self.origins[name] = ("kernel", site.block, site.kind)
         return name
 
     def _fused(self, site: Site) -> list[str]:
@@ -384,8 +396,8 @@ class Generator:
         known = self.unit_memo.get(key)
         if known is not None:      # a repeated subsystem: same code, other offsets
             return replace(known, blocks=[s.block for s in sites]), bases
-        saved = self.globals, self.views, self.kernel_names
-        self.globals, self.views, self.kernel_names = {}, {}, {}
+        saved = self.globals, self.views, self.kernel_names, self.origins
+        self.globals, self.views, self.kernel_names, self.origins = {}, {}, {}, {}
         try:
             body, firsts = [], []
             for j, site in enumerate(moved):
@@ -409,12 +421,13 @@ class Generator:
             text = "\n".join(head + ["    " + line for line in body] + ["    return 0"]) + "\n"
             offset = len(head) + 1
             namespace = {**self.globals, **{n: fn for n, fn in self.kernel_names.values()}}
+            origins = self.origins
         finally:
-            self.globals, self.views, self.kernel_names = saved
+            self.globals, self.views, self.kernel_names, self.origins = saved
         structure = [self._structure(s.block) for s in sites]
         digest = hashlib.sha256(f"{text}\n{structure!r}".encode()).hexdigest()[:20]
         unit = UnitSource(f"hu_{digest}", text, namespace, [s.block for s in sites],
-                          [offset + f for f in firsts], len(bases), used)
+                          [offset + f for f in firsts], len(bases), used, origins)
         self.units.setdefault(unit.name, unit)
         self.unit_memo[key] = unit
         return unit, bases
@@ -640,9 +653,8 @@ class Generator:
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
         src.lines += tick.lines
         src.emit(1, "return 0")
-        namespace = {**kernel_table(self.checked), **self.globals, "np": np,
-                     "EV_TA": events.TA, "EV_TH": events.TH, "EV_J": events.J}
-        return Generated(src.text(), namespace, dict(self.units), self.mode)
+        namespace = {**base_namespace(self.checked), **self.globals}
+        return Generated(src.text(), namespace, dict(self.units), self.mode, dict(self.origins))
 
 
 def block_at_line(source: str, line: int) -> str | None:
@@ -653,6 +665,12 @@ def block_at_line(source: str, line: int) -> str | None:
         if text.startswith("# ") and "." in text:
             return text[2:].split(".")[0]
     return None
+
+
+def base_namespace(checked: Checked) -> dict[str, object]:
+    """What the main module names besides its aliases: the kernels, numpy, event fields."""
+    return {**kernel_table(checked), "np": np, "EV_TA": events.TA, "EV_TH": events.TH,
+            "EV_J": events.J}
 
 
 def kernel_table(checked: Checked) -> dict[str, object]:

@@ -32,7 +32,7 @@ from typing import Callable
 
 import numba
 
-from . import events
+from . import events, sourcecache
 from .codegen import Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
@@ -183,7 +183,11 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
     layout = build_layout(checked)
     if mode == "auto":
         mode = choose_mode(checked, schedule)
-    generated = Generator(checked, schedule, layout, inline=inline, mode=mode).build()
+    digest = sourcecache.key(checked, layout, inline, mode, _text_of)
+    generated = sourcecache.load(cache_dir(), digest, checked)
+    if generated is None:
+        generated = Generator(checked, schedule, layout, inline=inline, mode=mode).build()
+        _store_source(digest, generated)
     if interpret:
         ns = _interpreted_namespace(generated)
         exec(compile(generated.source, f"<hapflow {graph.name}>", "exec"), ns)
@@ -233,6 +237,22 @@ def choose_mode(checked: Checked, schedule: Schedule) -> str:
     if forced in ("fused", "units"):
         return forced
     return "fused" if tick_lines(checked, schedule) <= FUSED_MAX_LINES else "units"
+
+
+def _store_source(digest: str, generated: Generated) -> None:
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        sourcecache.store(folder, digest, generated)
+    except OSError:                       # a read-only cache: generate every time
+        pass
+
+
+def _text_of(obj: object) -> str:
+    """Text of a module, or of the module defining a function."""
+    if isinstance(obj, types.ModuleType):
+        return _file_text(obj.__file__)
+    return _module_text(obj)
 
 
 def _functions(namespace: dict) -> list[Callable]:

@@ -332,13 +332,23 @@ class Graph:
             for port, spec in node.block.inputs.items():
                 if spec.unit is not None and not spec.unit.startswith("="):
                     self._parse_unit(spec.unit, name, port)
-        for _ in range(len(pending)):
-            for name, port, ref in pending:
-                inp = self.nodes[name].block.inputs[ref]
+        refs = {(name, port): ref for name, port, ref in pending}
+        done: set[tuple[str, str]] = set()
+        for key in refs:                 # follow each chain of references once
+            path: list[tuple[str, str]] = []
+            unit = None
+            while key in refs and key not in done and key not in path:
+                path.append(key)
+                inp = self.nodes[key[0]].block.inputs[refs[key]]
                 if inp.unit is not None and not inp.unit.startswith("="):
-                    units[(name, port)] = inp.unit
-                else:
-                    units[(name, port)] = units[drivers[(name, ref)].src]
+                    unit, key = inp.unit, None
+                    break
+                key = drivers[(key[0], refs[key])].src
+            if key is not None and (key in done or key not in refs):
+                unit = units[key]
+            for step in path:            # a cycle of references stays without a unit
+                units[step] = unit
+                done.add(step)
         return units
 
     def _parse_unit(self, unit: str | None, block: str, port: str) -> None:

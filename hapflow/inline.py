@@ -201,6 +201,13 @@ class _Rewriter(ast.NodeTransformer):
         return resolved if isinstance(resolved, ast.expr) else ast.Name(resolved, node.ctx)
 
 
+def global_of(fn: Callable, name: str) -> object:
+    """The value global (or closure) ``name`` has for kernel ``fn``."""
+    py = getattr(fn, "py_func", fn)
+    closure = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in py.__closure__ or ())))
+    return closure[name] if name in closure else py.__globals__[name]
+
+
 def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
            resolve: Callable[[str, object], str],
            view: Callable[[ArrayArg], str]) -> list[str] | None:

@@ -81,10 +81,12 @@ def build_schedule(checked: Checked) -> Schedule:
                 groups[(name, port)] = call
 
     calls: list[Call] = []
+    placed: set[Call] = set()
     for node in nx.lexicographical_topological_sort(checked.ports, key=key):
         if node[1] == "out":
             call = groups[(node[0], node[2])]
-            if call not in calls:
+            if call not in placed:
+                placed.add(call)
                 calls.append(call)
 
     calls = _merge(_used(calls, checked), checked)

@@ -1,6 +1,9 @@
 """Code generation as compile units: same bits as the reference, shared units, bounded size,
 a readable source, and compile errors that name the block."""
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -176,3 +179,32 @@ def test_source_names_every_offset_and_event_field():
     head = program.source.split("def ")[0]
     assert "#   f[18]          paddle.y                     [m]" in head
     assert "ev[EV_J]" in program.source and "ev[8]" not in program.source
+
+
+SOURCE_CHILD = """
+import sys
+import numpy as np
+import hapflow as hf
+from hapflow import codegen
+from tests.evals.test_engine import mixed_graph
+if sys.argv[1] == "cached":
+    codegen.Generator.build = None          # a warm start must not generate code
+result = hf.Simulation(mixed_graph(), mode="units").run(0.5, progress=False)
+np.save(sys.argv[2], result["plant.pos"])
+"""
+
+
+def test_a_warm_start_loads_the_generated_source_instead_of_generating_it(tmp_path):
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child(kind: str) -> np.ndarray:
+        out = tmp_path / f"{kind}.npy"
+        subprocess.run([sys.executable, "-c", SOURCE_CHILD, kind, str(out)], cwd=ROOT, env=env,
+                       check=True, capture_output=True, text=True)
+        return np.load(out)
+
+    first = child("fresh")
+    assert list((tmp_path / "cache").glob("src_*.json"))
+    assert np.array_equal(child("cached"), first)
+    reference = hf.Simulation(mixed_graph(), interpret=True).run(0.5, progress=False)
+    assert np.array_equal(first, reference["plant.pos"])
