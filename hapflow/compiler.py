@@ -324,8 +324,11 @@ def _load_units(graph: Graph, units: dict[str, UnitSource],
     return loaded
 
 
-CHILD_UNITS = 16
-"""A graph with this many units to compile has them compiled by forked child processes."""
+CHILD_UNITS = 100
+"""A graph with this many units to compile has them compiled by forked child processes:
+compiled in this process, 100 units would hold about 650 MiB (6.5 MiB each, measured on
+the random graphs of ``bench/compile.py``), and children cost CPU time (a 27-unit graph:
+68 s against 45 s in-process), so they are kept for graphs that need them."""
 
 
 def _compile_in_children(todo: list[tuple[UnitSource, types.ModuleType]]) -> None:

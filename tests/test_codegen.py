@@ -208,3 +208,22 @@ def test_a_warm_start_loads_the_generated_source_instead_of_generating_it(tmp_pa
     assert np.array_equal(child("cached"), first)
     reference = hf.Simulation(mixed_graph(), interpret=True).run(0.5, progress=False)
     assert np.array_equal(first, reference["plant.pos"])
+
+
+def test_units_compiled_by_child_processes_are_loaded_here_from_the_cache(tmp_path, monkeypatch):
+    from hapflow import compiler
+
+    def graph():
+        g = families.replicated(20)
+        filt = g.nodes["c1_filt"].block               # an order no other test compiles
+        g.nodes["c1_filt"].block = type(filt)(num=[0.03, 0.03, 0.03], den=[1.0, -0.6, 0.08])
+        g.nodes["c1_filt"].block.sample_time = filt.sample_time
+        return g
+
+    monkeypatch.setattr(compiler, "CHILD_UNITS", 1)
+    monkeypatch.setenv("HAPFLOW_CACHE_DIR", str(tmp_path))
+    sims = []
+    here = _compiled_units(lambda: sims.append(hf.Simulation(graph(), mode="units")))
+    assert here == []                               # compiled by the children, loaded here
+    _same(sims[0].run(0.1, progress=False),
+          hf.Simulation(graph(), interpret=True, mode="units").run(0.1, progress=False))
