@@ -11,6 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
+from hapflow import designs
 from hapflow.block import Block, ParamError
 from hapflow.errors import GraphError
 from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
@@ -60,9 +61,12 @@ def butter_sos(order: int, cutoff, btype: str, fs: float, owner: str = "",
                          f"({', '.join(f'{c:g}' for c in edges)} Hz) must be "
                          f"below the Nyquist frequency {0.5 * fs:g} Hz of the block's rate "
                          f"{fs:g} Hz: lower it or run the block faster")
-    import scipy.signal                      # design time only: keep the library import light
     wn = edges[0] if edges.size == 1 else edges
-    return scipy.signal.butter(order, wn, btype=btype, output="sos", fs=fs)
+
+    def design() -> np.ndarray:
+        import scipy.signal                  # design time only: keep the library import light
+        return scipy.signal.butter(order, wn, btype=btype, output="sos", fs=fs)
+    return designs.cached("butter_sos", (order, edges.tolist(), btype, fs), design)
 
 
 def sections(order: int, btype: str) -> int:
@@ -247,14 +251,17 @@ class LeadLag(Block):
         if self.sample_time is None:
             raise GraphError("LeadLag: the sample time is not known until the block is added "
                              "to a graph")
-        import scipy.signal
         fs = 1.0 / self.sample_time
         for name in ("f_zero", "f_pole"):
             if self.values[name] >= 0.5 * fs:
                 raise GraphError(f"LeadLag parameter {name!r} ({self.values[name]:g} Hz) must be "
                                  f"below the Nyquist frequency {0.5 * fs:g} Hz")
-        b, a = scipy.signal.bilinear([1.0 / (2.0 * math.pi * self.f_zero), 1.0],
-                                     [1.0 / (2.0 * math.pi * self.f_pole), 1.0], fs)
+
+        def design() -> np.ndarray:
+            import scipy.signal
+            return np.array(scipy.signal.bilinear([1.0 / (2.0 * math.pi * self.f_zero), 1.0],
+                                                  [1.0 / (2.0 * math.pi * self.f_pole), 1.0], fs))
+        b, a = designs.cached("bilinear_lead_lag", (self.f_zero, self.f_pole, fs), design)
         return b / a[0], a / a[0]
 
     def pack(self) -> np.ndarray:

@@ -44,6 +44,7 @@ import math
 import numpy as np
 from numba import njit
 
+from hapflow import designs
 from hapflow.block import Block
 from hapflow.params import Live, between, nonnegative, positive
 from hapflow.ports import In, Out
@@ -365,7 +366,6 @@ class PianoActionB(_PianoAction):
         Solves the key and hammer torque balances (gravity, spring ``k1``,
         slider spring ``k2``) with scipy; the run then starts at rest.
         """
-        from scipy.optimize import fsolve
         p, s = self.pack(), self.key0
 
         def torques(z):
@@ -375,9 +375,11 @@ class PianoActionB(_PianoAction):
                     - fkh * p[_LB] * math.cos(z[0] - z[1]),
                     -p[_MH] * p[_G] * math.cos(z[1]) + fkh * dist]
 
-        guess = slider(s, p)[0]
-        qk, q = fsolve(torques, [s, guess], xtol=1e-12)
-        return np.array([qk, 0.0, q, 0.0])
+        def solve() -> np.ndarray:
+            from scipy.optimize import fsolve      # design time only (and cached: 0.4 s import)
+            qk, q = fsolve(torques, [s, slider(s, p)[0]], xtol=1e-12)
+            return np.array([qk, 0.0, q, 0.0])
+        return designs.cached("piano_b_equilibrium", (p.tolist(), s), solve)
 
     @staticmethod
     @njit
