@@ -199,6 +199,10 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
     warm = _warm_marker(name)
     namespace = {**generated.namespace, **_load_units(graph, generated.units, warm)}
     module = _load_module(name, generated.source, _namespace(namespace, False, name))
+    if warm is not None and not all(_on_disk(module.__dict__[f]) for f in ("run", "init_all")):
+        # numba's cache of run is gone (or elsewhere): the units must be compiled first, for
+        # their one signature, or every literal offset a phase passes would compile a copy
+        vars(module).update(_load_units(graph, generated.units))
     return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
                    module.init_all, False, generated.units, generated.mode)
 
@@ -267,6 +271,14 @@ def _interpreted_namespace(generated: Generated) -> dict:
         exec(compile(unit.source, f"<hapflow unit {unit.name}>", "exec"), unit_ns)
         ns[unit.name] = unit_ns["unit"]
     return ns
+
+
+def _on_disk(fn: Callable) -> bool:
+    """Whether numba's disk cache holds an index for dispatcher ``fn`` (True if unknown)."""
+    try:
+        return Path(fn._cache._cache_file._index_path).exists()
+    except AttributeError:
+        return True
 
 
 def _warm_marker(name: str) -> list[str] | None:

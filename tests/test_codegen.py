@@ -227,3 +227,45 @@ def test_units_compiled_by_child_processes_are_loaded_here_from_the_cache(tmp_pa
     assert here == []                               # compiled by the children, loaded here
     _same(sims[0].run(0.1, progress=False),
           hf.Simulation(graph(), interpret=True, mode="units").run(0.1, progress=False))
+
+
+RECOMPILE_CHILD = """
+import sys
+from numba.core import event
+import hapflow as hf
+sys.path.insert(0, "bench")
+import families
+units = []
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        if ev.data["dispatcher"].py_func.__module__.startswith("hu_"):
+            units.append(1)
+
+with event.install_listener("numba:compile", Count()):
+    hf.Simulation(families.replicated(60), mode="units")
+print(len(units))
+"""
+
+
+def test_a_lost_numba_cache_recompiles_each_unit_once(tmp_path):
+    """The warm path leaves units uncompiled; if numba's cache of ``run`` is gone, they are
+    compiled for their one signature first, not once per literal offset a phase passes."""
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def compiles() -> int:
+        done = subprocess.run([sys.executable, "-c", RECOMPILE_CHILD], cwd=ROOT, env=env,
+                              check=True, capture_output=True, text=True)
+        return int(done.stdout.split()[-1])
+
+    first = compiles()
+    assert first > 0
+    assert compiles() == 0                          # warm: nothing compiled
+    for folder in (tmp_path / "cache").glob("__pycache__"):
+        for path in folder.iterdir():
+            path.unlink()
+    assert compiles() == first
