@@ -42,6 +42,6 @@ def table(values: np.ndarray) -> _Table:
     return _Table(table=values.ravel(), size=values.shape[1])
 
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-"""The shared/ folder laid beside the repository (seed papers, measured data)."""
-KEYSWITCH = f"{SHARED}/data/keyswitch_force_curves/"
+KEYSWITCH = f"{Path(__file__).resolve().parent}/data/keyswitch_force_curves/"
+"""Cherry MX force curves measured by ThereminGoat (copied from shared/data with their
+README, which credits the author and says where they came from)."""

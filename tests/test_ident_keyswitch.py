@@ -1,6 +1,6 @@
 """Real measurements: k(x) and F0(x) per direction of five Cherry MX switches (ThereminGoat's data).
 
-Quasi-static press-and-release curves (shared/data/keyswitch_force_curves), so the regressors
+Quasi-static press-and-release curves (tests/data/keyswitch_force_curves, copied from shared/data), so the regressors
 are [x 1]; segments are chosen automatically (BIC).  The checks are physics, not a truth:
 
 - fit: NRMSE below 1 % of the force range.  Why 1 %: (a) the floor that no function F(x) per
