@@ -32,8 +32,8 @@ arguments, sample-hit condition).  Two ways to turn phases into code:
     graph edit recompiles only the units that changed.  ``run`` calls one
     function per phase, which calls the units with their offsets.
 
-:func:`choose_mode` picks between them (see :mod:`hapflow.partition` for the
-measurements).  The same source runs compiled (``numba.njit``) or
+:func:`hapflow.compiler.choose_mode` picks between them (its
+``FUSED_MAX_LINES`` says what was measured).  The same source runs compiled (``numba.njit``) or
 interpreted (plain Python, kernels' ``py_func``): the names ``jit`` and the
 kernels are injected by :mod:`hapflow.compiler`.
 """
@@ -94,7 +94,7 @@ class Site:
 
 @dataclass
 class UnitSource:
-    """A compile unit: one function ``unit(f, m, si, sb, i, t, k, b0, b1, ...)``.
+    """A compile unit: one function ``unit(<params>, b0, b1, ...)`` in a module of its own.
 
     Attributes
     ----------
@@ -111,6 +111,8 @@ class UnitSource:
         First source line (1-based) of each site.
     bases : int
         Number of base offsets it takes.
+    params : tuple of str
+        Those of :data:`UNIT_ARGS` its code uses, which it takes before the bases.
     """
 
     name: str
@@ -171,7 +173,8 @@ class Generator:
     mode : {'fused', 'units'}
         How phases become code (see the module docstring).
     unit_lines : int
-        Most source lines of one compile unit (mode ``units``).
+        Most kernel source lines of one compile unit (mode ``units``; see
+        :mod:`hapflow.partition`).
     """
 
     def __init__(self, checked: Checked, schedule: Schedule, layout: Layout, inline: bool = True,
@@ -182,7 +185,7 @@ class Generator:
         self.globals: dict[str, object] = {}
         self.origins: dict[str, tuple] = {}
         self.units: dict[str, UnitSource] = {}
-        self.kernel_names: dict[str, tuple[str, object]] | None = None
+        self.kernel_names: dict[str, object] | None = None
         self.offsets: dict[int, int] = {}
         self.unit_memo: dict[tuple, UnitSource] = {}
         self.structures: dict[str, str] = {}
@@ -273,10 +276,11 @@ class Generator:
             outs.append((arg, ("sig", arg.array, call.block)))
         return self._site(call.block, "output", t, outs, hit)
 
-    def _target(self, stage: str | None, block: str, key: str) -> tuple[ArrayArg, tuple]:
-        """A block's part of a solver-stage array (stage None: relative to the stage base)."""
-        slot = self.layout.blocks[block][key]
-        region = ("dx",) if key == "x" else ("gv",)
+    def _target(self, stage: str | None, block: str, kind: str) -> tuple[ArrayArg, tuple]:
+        """The part of a solver-stage array a ``deriv`` or ``guard`` of ``block`` writes
+        (stage None: relative to the stage base)."""
+        slot = self.layout.blocks[block]["x" if kind == "deriv" else "g"]
+        region = ("dx",) if kind == "deriv" else ("gv",)
         if stage is None:
             return ArrayArg("f", slot.start, slot.size), region
         return ArrayArg(*self._flat(stage, slot.start), slot.size), region
@@ -300,11 +304,11 @@ class Generator:
         if self.kernel_names is None:
             return self.kernel(site.block, site.kind)
         fn = self.graph.nodes[site.block].block.kernels()[site.kind]
-        for name, known in self.kernel_names.values():
+        for name, known in self.kernel_names.items():
             if known is fn:
                 return name
         name = f"k{len(self.kernel_names)}_{site.kind}"
-        self.kernel_names[name] = (name, fn)
+        self.kernel_names[name] = fn
         self.origins[name] = ("kernel", site.block, site.kind)
         return name
 
@@ -423,7 +427,7 @@ class Generator:
                     "@ujit", f"def unit({params}):"]
             text = "\n".join(head + ["    " + line for line in body] + ["    return 0"]) + "\n"
             offset = len(head) + 1
-            namespace = {**self.globals, **{n: fn for n, fn in self.kernel_names.values()}}
+            namespace = {**self.globals, **self.kernel_names}
             origins = self.origins
         finally:
             self.globals, self.views, self.kernel_names, self.origins = saved
@@ -447,18 +451,19 @@ class Generator:
                                           for c in self.schedule.chain], t)
 
     def _derivs(self, src: _Source, depth: int, t: str, stage: str) -> None:
-        units = self.mode == "units"
-        sites = [self._site(b, "deriv", "t" if units else t,
-                            [self._target(None if units else stage, b, "x")])
-                 for b in self.schedule.continuous]
-        self._phase(src, depth, "derivs", sites, t, str(self.work[stage]))
+        self._staged(src, depth, "derivs", "deriv", self.schedule.continuous, t, stage)
 
     def _guards(self, src: _Source, depth: int, t: str, target: str) -> None:
+        self._staged(src, depth, "guards", "guard", self.schedule.hybrid, t, target)
+
+    def _staged(self, src: _Source, depth: int, phase: str, kind: str, blocks: list[str],
+                t: str, stage: str) -> None:
+        """``kind`` of every block in ``blocks``, writing into solver-stage array ``stage``."""
         units = self.mode == "units"
-        sites = [self._site(b, "guard", "t" if units else t,
-                            [self._target(None if units else target, b, "g")])
-                 for b in self.schedule.hybrid]
-        self._phase(src, depth, "guards", sites, t, str(self.work[target]))
+        sites = [self._site(b, kind, "t" if units else t,
+                            [self._target(None if units else stage, b, kind)])
+                 for b in blocks]
+        self._phase(src, depth, phase, sites, t, str(self.work[stage]))
 
     def _resets(self, src: _Source, depth: int, t: str) -> None:
         keyword = "if"

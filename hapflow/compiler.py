@@ -196,13 +196,15 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
                        ns["init_all"], True, generated.units, generated.mode)
     functions = _functions(generated.namespace)
     name = f"hf_{fingerprint(generated.source, checked, functions)}"
-    warm = _warm_marker(name)
-    namespace = {**generated.namespace, **_load_units(graph, generated.units, warm)}
+    units = _define_units(generated.units)
+    namespace = {**generated.namespace,
+                 **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
     module = _load_module(name, generated.source, _namespace(namespace, False, name))
-    if warm is not None and not all(_on_disk(module.__dict__[f]) for f in ("run", "init_all")):
-        # numba's cache of run is gone (or elsewhere): the units must be compiled first, for
-        # their one signature, or every literal offset a phase passes would compile a copy
-        vars(module).update(_load_units(graph, generated.units))
+    if not all(_on_disk(vars(module)[f]) for f in ("run", "init_all")):
+        # run is compiled, not loaded from numba's cache: the units first, each for its one
+        # signature, or every literal offset a phase passes would compile a copy of one.
+        # (Loaded from the cache, run holds their code: a warm start needs no unit at all.)
+        vars(module).update(_compile_units(graph, generated.units, units))
     return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
                    module.init_all, False, generated.units, generated.mode)
 
@@ -274,66 +276,38 @@ def _interpreted_namespace(generated: Generated) -> dict:
 
 
 def _on_disk(fn: Callable) -> bool:
-    """Whether numba's disk cache holds an index for dispatcher ``fn`` (True if unknown)."""
+    """Whether numba's disk cache holds an index for dispatcher ``fn`` (False if unknown:
+    then the units are compiled, which is always correct)."""
     try:
         return Path(fn._cache._cache_file._index_path).exists()
     except AttributeError:
-        return True
+        return False
 
 
-def _warm_marker(name: str) -> list[str] | None:
-    """Units of main module ``name`` that need reference counting, if the module compiled
-    before (see :func:`mark_compiled`), else None."""
-    path = cache_dir() / f"{name}.compiled"
-    return path.read_text().split() if path.exists() else None
-
-
-def mark_compiled(program: Program) -> None:
-    """Note that ``program``'s kernels compiled (and are in numba's disk cache).
-
-    A later process then loads ``run`` from the cache without compiling or
-    loading its units first (their code is linked into ``run``): a graph of
-    a few hundred distinct units starts seconds sooner.
-    """
-    if program.interpreted or program.mode != "units":
-        return
-    module = sys.modules[program.path.stem]
-    plain = [n for n, fn in vars(module).items() if n.startswith("hu_")
-             and getattr(fn, "_hapflow_nrt", False)]
-    marker = program.path.with_suffix(".compiled")
-    if not marker.exists():
-        tmp = marker.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text("\n".join(plain))
-        os.replace(tmp, marker)
-
-
-def _load_units(graph: Graph, units: dict[str, UnitSource],
-                warm: list[str] | None = None) -> dict[str, Callable]:
-    """Each unit's compiled function by unit name (modules shared through the cache).
-
-    Every unit is compiled here, for the one signature its callers use, and
-    may not compile another: a kernel that does not compile is named from
-    its own unit, and a literal argument never makes a second copy.  When
-    the graph compiled before (``warm``: the units needing reference
-    counting), the units are only defined: ``run`` comes from the cache.
-    """
+def _define_units(units: dict[str, UnitSource]) -> dict[str, types.ModuleType]:
+    """Each unit's module by unit name (shared through the cache), not compiled yet."""
     modules = {}
     for unit in units.values():
         name = f"{unit.name}_{_digest(unit.source, '', _functions(unit.namespace))[:12]}"
         modules[unit.name] = _load_module(name, unit.source,
                                           _namespace(unit.namespace, False, name))
+    return modules
+
+
+def _compile_units(graph: Graph, units: dict[str, UnitSource],
+                   modules: dict[str, types.ModuleType]) -> dict[str, Callable]:
+    """Each unit's compiled function by unit name.
+
+    Every unit is compiled here, for the one signature its callers use, and
+    may not compile another: a kernel that does not compile is named from
+    its own unit, and a literal argument never makes a second copy.
+    """
     todo = [(units[n], m) for n, m in modules.items() if not hasattr(m, "compiled")]
-    if warm is None and len(todo) >= CHILD_UNITS:
+    if len(todo) >= CHILD_UNITS:
         _compile_in_children(todo)
-    loaded = {}
-    for name, module in modules.items():
-        if hasattr(module, "compiled"):               # this process compiled it already
-            loaded[name] = module.compiled
-        elif warm is not None:
-            loaded[name] = _plain(module.unit) if name in warm else module.unit
-        else:                                         # from the disk cache, if children did
-            loaded[name] = module.compiled = _compile_unit(graph, units[name], module)
-    return loaded
+    for unit, module in todo:                     # from the disk cache, if children did
+        module.compiled = _compile_unit(graph, unit, module)
+    return {name: module.compiled for name, module in modules.items()}
 
 
 CHILD_UNITS = 100
@@ -404,9 +378,7 @@ def _compiled(fn: Callable, signature: numba.core.typing.Signature) -> Callable:
 
 def _plain(fn: Callable) -> Callable:
     """A reference-counted ``njit`` of ``fn``'s Python function."""
-    plain = numba.njit(**JIT_OPTIONS)(fn.py_func)
-    plain._hapflow_nrt = True
-    return plain
+    return numba.njit(**JIT_OPTIONS)(fn.py_func)
 
 
 def unit_signature(unit: UnitSource) -> numba.core.typing.Signature:

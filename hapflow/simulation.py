@@ -9,7 +9,6 @@ bar.  Memory stays bounded when recording to a file, however long the run.
 """
 from __future__ import annotations
 
-import re
 import math
 import signal
 import sys
@@ -25,7 +24,7 @@ import numpy as np
 
 from . import __version__
 from .block import Block, ParamError
-from .compiler import Program, compile_error, compile_graph, mark_compiled
+from .compiler import Program, compile_error, compile_graph
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .graph import Graph
@@ -128,7 +127,6 @@ class Simulation:
             loc = exc.loc
             name = self.program.block_at(str(loc.filename), loc.line) if loc is not None else None
             raise compile_error(self.graph, name, exc) from None
-        mark_compiled(self.program)
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]
