@@ -27,8 +27,7 @@ resume log and the Parquet table; plots off) in a fresh output folder:
   signals copied out; no metrics, no log, no table), with the layout
   (``lanes`` or ``rows``) its timing trial picked;
 * ``rows kernel``, ``lanes kernel``: the batched kernel of each layout
-  alone on 1000 prepared runs (``lanes`` only for graphs that qualify):
-  the ceiling of the batched path.
+  alone on 1000 prepared runs: the ceiling of the batched path.
 
 For the small graph the batched study is also timed stage by stage (the
 table after the main one).  Each figure is the median of ``--repeats`` runs
@@ -137,7 +136,7 @@ def kernel_only(study, runs: int) -> dict[str, tuple[float, float] | str]:
     per tick of the single-run kernel; the layout ``Batch`` picked."""
     import numpy as np
     from hapflow import Simulation
-    from hapflow.batch import ARRAYS, Batch, lane_source
+    from hapflow.batch import ARRAYS, Batch
     from hapflow.study import expand
     sim = Simulation(study.graph)
     key = study.parameters[0].key
@@ -149,9 +148,7 @@ def kernel_only(study, runs: int) -> dict[str, tuple[float, float] | str]:
     out: dict[str, tuple[float, float] | str] = {"Batch.run": since(start),
                                                  "layout": batch.layout}
     ticks = int(sim.graph.rate)
-    columns = sim.layout.sizes["log"]
-    layouts = ["rows", "lanes"] if lane_source(sim.program.source, columns) else ["rows"]
-    for layout in layouts:
+    for layout in ("rows", "lanes"):
         kernel = Batch(sim, parallel=True, layout=layout)
         rows = {k: np.repeat(sim.arrays[k][None, :], runs, axis=0) for k in ARRAYS}
         start = clock()

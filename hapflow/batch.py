@@ -11,21 +11,16 @@ run-by-parameter matrix by numpy indexing, with no Python call per run.
 
 Two layouts advance the runs:
 
-``lanes`` (graphs whose generated tick loop indexes ``f`` only at constant
-    offsets and uses no whole-array views: no events, every kernel inlined)
-    - the runs are cut into groups of :data:`WIDTH` lanes; a group's arrays
-    are flat with element ``i`` of lane ``r`` at ``i * WIDTH + r``.
-    :func:`lane_source` rewrites the graph's tick loop so that each tick
-    runs over the lanes of a group: ``f[12]`` becomes a local ``f_12``,
-    loaded from ``F[12 * WIDTH + r]`` and stored back when a tick may read
-    it before writing it (a state; see :func:`_carried`), else stored at the
-    last tick only (a signal or solver stage computed afresh), ``m[3]`` becomes
-    ``M[3 * WIDTH + r]``, ``log[k, c]`` becomes ``LOG[(k * columns + c) *
-    WIDTH + r]``.  With a constant lane count and constant offsets the
-    compiler proves the lanes independent and runs them in SIMD registers:
-    for the small RK4 testbed of ``bench/study.py``, about 4 ns per run and tick
-    on one core against 52 ns for one run after another (the four divisions
-    of a tick bound it).
+``lanes`` (any graph) - the runs are cut into groups of :data:`WIDTH`
+    lanes; a group's arrays are flat with element ``i`` of lane ``r`` at
+    ``i * WIDTH + r``.  The code generator writes this kernel itself from the
+    graph's phases (:func:`hapflow.compiler.compile_lanes`,
+    :mod:`hapflow.lanes`): each tick runs over the lanes of a group, values
+    of ``f`` at constant offsets live in locals, helpers get strided views.
+    With every kernel inlined the compiler runs the lanes in SIMD registers:
+    for the small RK4 testbed of ``bench/study.py``, about 4 ns per run and
+    tick on one core against 52 ns for one run after another (the four
+    divisions of a tick bound it).
 ``rows`` (any graph) - :func:`hapflow.compiler.compile_batch` calls the
     graph's own compiled ``run`` on row ``r`` of every array.
 
@@ -40,24 +35,11 @@ ticks, columns)``; statistics over time are reductions over axis 1 for all
 runs at once, and one run's log is a strided view.  Only live parameters
 and the seed may differ between the runs of a batch; structural parameters
 change the generated code (build another ``Simulation``).
-
-The ``lanes`` contract with :mod:`hapflow.codegen`: the source of ``run``
-has the signature ``run(n_ticks, tick0, f, m, si, sb, log, stats)``, views
-assigned one per line before the line ``    for k in range(n_ticks):``, and
-the tick body up to the line ``    return 0``.  A tick body that names a view
-or one of the arrays other than as ``name[constant]`` (``log[k,
-constant]``) does not qualify (:func:`lane_source` returns None, and
-``rows`` is used); one-line ``for j in range(N):`` loops are unrolled and
-``[a + b]`` constants folded first.  This is a text rewrite of the
-generated source because the inliner emits text; a change to the code
-generator that breaks the pattern makes graphs fall back to ``rows``, which
-the tests notice (they require ``lanes`` for an inlined graph).
 """
 from __future__ import annotations
 
 import functools
 import math
-import re
 import threading
 import time as _time
 from concurrent.futures import ThreadPoolExecutor
@@ -68,7 +50,7 @@ import numba
 import numpy as np
 
 from .block import Block, ParamError
-from .compiler import compile_batch, compile_variant
+from .compiler import compile_batch, compile_lanes, compile_variant
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .layout import float_bases
@@ -101,144 +83,6 @@ def init_rows(F, M, SI, SB):
         init_all(F[r], M[r], SI[r], SB[r])
     return 0
 '''
-
-
-# ---------------------------------------------------------------- the lanes source
-def _unroll(lines: list[str]) -> list[str]:
-    """Expand ``for j in range(N):`` loops with a one-line body into N lines."""
-    out: list[str] = []
-    k = 0
-    while k < len(lines):
-        m = re.match(r"^(\s*)for (\w+) in range\((\d+)\):$", lines[k])
-        if m and k + 1 < len(lines):
-            indent = len(m.group(1))
-            body = lines[k + 1]
-            after = lines[k + 2] if k + 2 < len(lines) else ""
-            if len(body) - len(body.lstrip()) > indent and \
-                    len(after) - len(after.lstrip()) <= indent:
-                out += [m.group(1) + re.sub(rf"\b{m.group(2)}\b", str(j), body.strip())
-                        for j in range(int(m.group(3)))]
-                k += 2
-                continue
-        out.append(lines[k])
-        k += 1
-    return out
-
-
-def _fold(text: str) -> str:
-    """``[12 + 3]`` -> ``[15]``."""
-    return re.sub(r"\[(\d+) \+ (\d+)\]", lambda m: f"[{int(m.group(1)) + int(m.group(2))}]", text)
-
-
-def _tick_body(source: str) -> str | None:
-    """The tick loop's body of the generated ``run`` (unrolled, folded), or None when it
-    uses a whole-array view."""
-    head = "def run(n_ticks, tick0, f, m, si, sb, log, stats):\n"
-    if head not in source:
-        return None
-    lines = source.split(head, 1)[1].splitlines()
-    try:
-        loop = lines.index("    for k in range(n_ticks):")
-        end = lines.index("    return 0", loop)
-    except ValueError:
-        return None
-    views = [line.strip().partition(" = ")[0] for line in lines[:loop]]
-    text = _fold("\n".join(_unroll(lines[loop + 1:end])))
-    if any(re.search(rf"\b{re.escape(v)}\b", text) for v in views):
-        return None
-    return text
-
-
-def _carried(body: str) -> set[int]:
-    """Elements of ``f`` that a tick may read before it writes them (their values carry
-    over from the previous tick).
-
-    An element whose first appearance in the tick body is a plain unconditional
-    assignment ``f[i] = expression-without-f[i]`` at the body's own indentation
-    is not carried: each tick computes it afresh, so the lanes kernel keeps it
-    in a register and stores only its final value.  Every other appearance
-    (inside a block, on the right-hand side, augmented or tuple assignment)
-    counts as a read.  A body with a statement over several lines (brackets
-    left open) is taken as carrying everything.
-    """
-    lines = [line for line in body.splitlines() if line.strip()]
-    if any(line.count(a) != line.count(b) for line in lines for a, b in ("()", "[]", "{}")):
-        return {int(i) for i in re.findall(r"\bf\[(\d+)\]", body)}
-    indent = min((len(line) - len(line.lstrip()) for line in lines), default=0)
-    written: set[int] = set()
-    carried: set[int] = set()
-    for line in lines:
-        m = re.match(r"^ *f\[(\d+)\] = (.*)$", line)
-        plain = m is not None and len(line) - len(line.lstrip()) == indent
-        reads = re.findall(r"\bf\[(\d+)\]", m.group(2) if plain else line)
-        carried.update(int(i) for i in reads if int(i) not in written)
-        if plain and int(m.group(1)) not in carried:
-            written.add(int(m.group(1)))
-    return carried
-
-
-def _assigned(body: str) -> set[int]:
-    """Elements of ``f`` that appear left of an assignment somewhere in the tick body (the
-    others, parameters among them, are never stored back)."""
-    out: set[int] = set()
-    for line in body.splitlines():
-        parts = re.split(r"(?<![=!<>])=(?!=)", line, maxsplit=1)
-        if len(parts) == 2:
-            out.update(int(i) for i in re.findall(r"\bf\[(\d+)\]", parts[0]))
-    return out
-
-
-def lane_source(source: str, columns: int, width: int = WIDTH) -> str | None:
-    """The graph's tick loop rewritten over ``width`` lanes (see the module docstring).
-
-    Parameters
-    ----------
-    source : str
-        The generated module source (:attr:`hapflow.compiler.Program.source`).
-    columns : int
-        Log columns of the graph (``layout.sizes['log']``).
-    width : int
-        Lanes per group.
-
-    Returns
-    -------
-    str or None
-        Source of ``run_lanes(n_ticks, tick0, F, M, SI, SB, LOG, STATS)``
-        (one group: flat arrays, element ``i`` of lane ``r`` at ``i * width
-        + r``; ``LOG`` holds ``ticks * columns * width`` values) and
-        ``run_blocks`` (the same with a leading group axis, groups one after
-        the other), or None when the kernel does not qualify.
-    """
-    text = _tick_body(source)
-    if text is None:
-        return None
-    used = sorted({int(i) for i in re.findall(r"\bf\[(\d+)\]", text)})
-    carried = _carried(text)
-    stored = _assigned(text)
-    text = re.sub(r"\bf\[(\d+)\]", r"f_\1", text)
-    text = re.sub(r"\blog\[k, (\d+)\]",
-                  lambda m: f"LOG[k * {columns * width} + {int(m.group(1)) * width} + hf_r]", text)
-    text = re.sub(r"\b(m|si|sb|stats)\[(\d+)\]",
-                  lambda m: f"{m.group(1).upper()}[{int(m.group(2)) * width} + hf_r]", text)
-    if re.search(r"(?<![.\w])(f|m|si|sb|stats|log)\b", text):
-        return None                               # a whole array or a computed index
-    out = ['"""Generated by hapflow: the graph\'s ticks over lanes of runs. Do not edit."""',
-           "", "", "@jit", "def run_lanes(n_ticks, tick0, F, M, SI, SB, LOG, STATS):",
-           "    for k in range(n_ticks):", f"        for hf_r in range({width}):"]
-    out += [f"            f_{i} = F[{i * width} + hf_r]" for i in used if i in carried]
-    out += ["    " + line for line in text.splitlines()]
-    out += [f"            F[{i * width} + hf_r] = f_{i}" for i in used
-            if i in carried and i in stored]
-    rest = [i for i in used if i not in carried and i in stored]
-    if rest:                                      # final values only: stored at the last tick
-        out += ["            if k == n_ticks - 1:"]
-        out += [f"                F[{i * width} + hf_r] = f_{i}" for i in rest]
-    out += ["    return 0", "", "", "@jit",
-            "def run_blocks(n_ticks, tick0, F, M, SI, SB, LOG, STATS):",
-            "    for b in range(F.shape[0]):",
-            "        run_lanes(n_ticks, tick0, F[b], M[b], SI[b], SB[b], LOG[b], STATS[b])",
-            "    return 0"]
-    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------- filling the runs' arrays
@@ -625,10 +469,9 @@ class Batch:
         Spread the runs over ``numba.get_num_threads()`` threads (Python threads
         running the kernel on parts of the runs); else one thread.
     layout : {'auto', 'lanes', 'rows'}
-        ``auto``: for a graph that qualifies for ``lanes`` (see
-        :func:`lane_source`) a short timing trial of both layouts picks the
-        faster (results are bit-identical either way), else ``rows``;
-        ``lanes`` raises ValueError for a graph that does not qualify.
+        ``auto``: a short timing trial of both layouts picks the faster
+        (results are bit-identical either way); ``rows`` for an interpreted
+        graph.
 
     Attributes
     ----------
@@ -639,27 +482,25 @@ class Batch:
     def __init__(self, sim: Simulation, parallel: bool = True, layout: str = "auto"):
         if layout not in ("auto", "lanes", "rows"):
             raise ValueError(f"layout must be auto, lanes or rows, got {layout!r}")
+        if layout == "auto" and sim.program.interpreted:
+            layout = "rows"                      # a reference, not timed: its runs are slow
         self.sim = sim
         self.parallel = parallel
         self.filler = Filler(sim)
         self.columns = sim.layout.sizes["log"]
-        source = None if sim.program.interpreted or layout == "rows" else \
-            lane_source(sim.program.source, self.columns)
-        if layout == "lanes" and source is None:
-            raise ValueError(f"graph {sim.graph.name!r} does not qualify for the lanes layout "
-                             "(events, a kernel that is not inlined, or a computed index)")
         self.threads = numba.get_num_threads() if parallel else 1
         self._buffer = np.empty(0)
-        kernels = {"rows": compile_batch(sim.program, parallel=False)}
-        if source is not None:
-            kernels["lanes"] = compile_variant(sim.program, "lanes", source).run_blocks
+        kernels = {}
+        if layout != "lanes":
+            kernels["rows"] = compile_batch(sim.program, parallel=False)
+        if layout != "rows":
+            kernels["lanes"] = compile_lanes(sim.program, WIDTH)
         a = sim.arrays
         one = {key: a[key][None, :].copy() for key in ARRAYS}
         for item in kernels.items():                   # compile now (or load from the cache)
             self.layout, self.kernel = item
             self._advance(one, 0)
-        chosen = layout if layout != "auto" else min(kernels.items(), key=self._trial)[0] \
-            if len(kernels) > 1 else "rows"
+        chosen = layout if layout != "auto" else min(kernels.items(), key=self._trial)[0]
         self.layout, self.kernel = chosen, kernels[chosen]
 
     def _trial(self, item: tuple[str, Callable]) -> float:

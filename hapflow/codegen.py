@@ -33,9 +33,17 @@ arguments, sample-hit condition).  Two ways to turn phases into code:
     function per phase, which calls the units with their offsets.
 
 :func:`hapflow.compiler.choose_mode` picks between them (its
-``FUSED_MAX_LINES`` says what was measured).  The same source runs compiled (``numba.njit``) or
-interpreted (plain Python, kernels' ``py_func``): the names ``jit`` and the
-kernels are injected by :mod:`hapflow.compiler`.
+``FUSED_MAX_LINES`` says what was measured).
+
+Every element access and view goes through an *addressing*
+(:mod:`hapflow.lanes`), so the same phases and sites give the per-run kernel
+``run`` and the batched kernel ``run_lanes`` (every tick over a group of
+interleaved runs, :mod:`hapflow.batch`), in either mode: the batched kernel
+is generated, not rewritten from the text of ``run``.
+
+The same source runs compiled (``numba.njit``) or interpreted (plain Python,
+kernels' ``py_func``): the names ``jit`` and the kernels are injected by
+:mod:`hapflow.compiler`.
 """
 from __future__ import annotations
 
@@ -49,17 +57,18 @@ from . import events
 from .graph import Checked
 from .inline import ArrayArg, ExprArg, inline
 from .inline import size as kernel_size
-from .layout import FLOAT_ARRAYS, Layout, float_bases
+from .lanes import Flat, Lanes, registers
+from .layout import FLOAT_ARRAYS, STATS_SIZE, Layout, float_bases
 from .partition import cut
 from .schedule import Call, Schedule
 
 EVENT_TOL = 1e-10
 """Event time tolerance as a fraction of the tick length."""
-UNIT_ARGS = ("f", "m", "si", "sb", "i", "t", "k")
-"""Leading parameters a compile unit may take: the run-time arrays, the tick
-index, the time and a guard index (resets); it takes those its code names,
-then its base offsets.  Every argument costs: an array is passed as seven
-machine words, and units are called a few times per tick."""
+UNIT_ARGS = ("f", "m", "si", "sb", "F", "M", "SI", "SB", "i", "t", "k", "r")
+"""Leading parameters a compile unit may take: the run-time arrays (of one run, or of
+a group of lanes), the tick index, the time, a guard index (resets) and the lane; it
+takes those its code names, then its base offsets.  Every argument costs: an array is
+passed as seven machine words, and units are called a few times per tick."""
 
 
 class _Source:
@@ -175,10 +184,19 @@ class Generator:
     unit_lines : int
         Most kernel source lines of one compile unit (mode ``units``; see
         :mod:`hapflow.partition`).
+    lanes : int
+        0: the per-run kernel ``run``; else the kernel ``run_lanes`` over
+        groups of that many runs (see :mod:`hapflow.lanes`).
+    memory : set of int, optional
+        With ``lanes``: the elements of ``f`` that views and computed indices
+        reach (:attr:`hapflow.lanes.Lanes.reached` of a first pass).
     """
 
     def __init__(self, checked: Checked, schedule: Schedule, layout: Layout, inline: bool = True,
-                 mode: str = "fused", unit_lines: int = 120):
+                 mode: str = "fused", unit_lines: int = 120, lanes: int = 0,
+                 memory: set[int] | None = None):
+        self.address = Lanes(lanes, layout.sizes["log"], mode == "fused", memory) if lanes \
+            else Flat()
         self.inline = inline
         self.mode = mode
         self.unit_lines = unit_lines
@@ -231,8 +249,18 @@ class Generator:
         """Source for element ``index`` of a float or work array (index: int or ``"j"``)."""
         name, base = self._flat(array, 0)
         if isinstance(index, int):
-            return f"{name}[{base + index}]"
-        return f"{name}[{base} + {index}]" if base else f"{name}[{index}]"
+            return self._at(name, base + index, base, self.nx)
+        return self._at(name, f"{base} + {index}" if base else index, base, self.nx)
+
+    def _at(self, array: str, index: int | str, start: int, size: int) -> str:
+        """Source for element ``index`` (an int or an expression) of run-time array
+        ``array``, within ``[start, start + size)``."""
+        node = ast.Constant(index) if isinstance(index, int) else \
+            ast.parse(index, mode="eval").body
+        return ast.unparse(self.address.element(array, start, size, node, ast.Load()))
+
+    def _element(self, arg: ArrayArg, index: ast.expr, ctx: ast.expr_context) -> ast.expr:
+        return self.address.element(arg.array, arg.start, arg.size, index, ctx)
 
     def _resolve(self, name: str, value: object, site: Site) -> str:
         """The generated module's name for global ``name`` (``value``) of ``site``'s kernel."""
@@ -249,7 +277,10 @@ class Generator:
         if isinstance(arg, ExprArg):
             return arg.code
         base = f"{arg.base}_" if arg.base else ""
-        return self._view(f"v_{arg.array}_{base}{arg.start}_{arg.start + arg.size}", arg.code())
+        code = self.address.view(arg.array, arg.start, arg.size,
+                                 arg.index(ast.Constant(arg.start)),
+                                 arg.index(ast.Constant(arg.start + arg.size)))
+        return self._view(f"v_{arg.array}_{base}{arg.start}_{arg.start + arg.size}", code)
 
     # ------------------------------------------------------------ sites
     def _site(self, block: str, kind: str, t: str, extra: list[tuple[object, tuple]],
@@ -293,7 +324,8 @@ class Generator:
             len(o.shape) > 1 for o in block.outputs.values())
         if self.inline and not multi_dim and site.kind != "init":   # init: called, as written
             lines = inline(fn, list(site.args), prefix,
-                           lambda name, value: self._resolve(name, value, site), self._arg_code)
+                           lambda name, value: self._resolve(name, value, site), self._arg_code,
+                           self._element if self.address.width else None)
             if lines is not None:
                 return lines
         name = self._kernel_name(site)
@@ -332,9 +364,15 @@ class Generator:
             return
         if name not in self.phases:
             self.phases[name] = self._unit_calls(sites)
-        args = f"f, m, si, sb, i, {t}" + (f", {self._constant(int(target))}"
-                                           if target is not None else "")
+        args = f"{self._arrays}, i, {t}" + (f", {self._constant(int(target))}"
+                                             if target is not None else "")
         src.emit(depth, f"ph_{name}({args})")
+
+    @property
+    def _arrays(self) -> str:
+        """The run-time arrays phase functions take (and, over lanes, the lane)."""
+        a = self.address.arrays
+        return f"{a['f']}, {a['m']}, {a['si']}, {a['sb']}" + (", r" if self.address.width else "")
 
     def _unit_calls(self, sites: list[Site]) -> list[str]:
         """Calls of the compile units that run ``sites`` (the body of a phase function)."""
@@ -487,6 +525,8 @@ class Generator:
         ``rhs`` is a function of a work-array element accessor: it names work
         arrays as ``w("x0", j)``..., which become constant-offset elements of ``f``.
         """
+        if indices is None and self.address.width and self.mode == "fused":
+            indices = list(range(self.nx))           # constant offsets: registers over lanes
         if indices is None:
             src.emit(depth, f"for j in range({self.nx}):",
                      f"    {self._w(target, 'j')} = {rhs(lambda a: self._w(a, 'j'))}")
@@ -525,7 +565,7 @@ class Generator:
         self._derivs(src, depth, "ta", "ka")
 
     def _continuous(self, src: _Source) -> None:
-        d = 2
+        d = 0
         chain_first = any(c.block in self.schedule.updates for c in self.schedule.chain)
         if not self.schedule.hybrid:
             src.emit(d, "ta = t", f"th = {self.h!r}")
@@ -559,30 +599,37 @@ class Generator:
             sig = self.layout.signals[key]
             for e in range(sig.size):
                 array, index = self._flat(sig.array, sig.start + e)
-                src.emit(depth, f"log[k, {col.start + e}] = {array}[{index}]")
+                value = self._at(array, index, index, 1)
+                src.emit(depth, f"{self.address.log(col.start + e)} = {value}")
 
     def _tick(self) -> _Source:
+        """The statements of one tick (at depth 0)."""
         src = _Source()
-        src.emit(1, "for k in range(n_ticks):")
-        src.emit(2, "i = tick0 + k", f"t = i / {self.graph.rate!r}")
+        src.emit(0, "i = tick0 + k", f"t = i / {self.graph.rate!r}")
         t = "t"
-        self._phase(src, 2, "outputs", [self._output_site(c, t, hit=True)
+        self._phase(src, 0, "outputs", [self._output_site(c, t, hit=True)
                                         for c in self.schedule.calls], t)
-        if self.mode == "fused" or len(self.layout.log) <= 8:
-            self._log(src, 2)
+        if self.mode == "fused" or len(self.layout.log) <= 8 or self.address.width:
+            self._log(src, 0)
         else:
-            src.emit(2, "record(f, m, si, sb, log, k)")
-        self._phase(src, 2, "updates", [self._site(b, "update", t, [], hit=True)
+            src.emit(0, "record(f, m, si, sb, log, k)")
+        self._phase(src, 0, "updates", [self._site(b, "update", t, [], hit=True)
                                         for b in self.schedule.updates], t)
         if self.nx or self.ng:
             self._continuous(src)
         return src
 
     def _work_views(self) -> list[str]:
-        """Views the event helpers take whole."""
+        """Views the event helpers take whole (and, over lanes, the lane's statistics)."""
+        def view(array: str, start: int, size: int) -> str:
+            return self.address.view(array, start, size, ast.Constant(start),
+                                     ast.Constant(start + size))
         g, w = self.ng, self.work
-        return [f"gs = f[{w['gs']}:{w['gs'] + g}]", f"ge = f[{w['ge']}:{w['ge'] + g}]",
-                f"ev = f[{w['ev']}:{w['ev'] + 16}]"]
+        lines = [f"gs = {view('f', w['gs'], g)}", f"ge = {view('f', w['ge'], g)}",
+                 f"ev = {view('f', w['ev'], 16)}"]
+        if self.address.width:
+            lines.append(f"stats = {view('stats', 0, STATS_SIZE)}")
+        return lines
 
     def _init(self) -> _Source:
         """``init_all``: every ``init`` kernel, then the held outputs from the initial state."""
@@ -607,9 +654,9 @@ class Generator:
         src = _Source()
         for name, calls in self.phases.items():
             target = ", dx" if name == "derivs" else ", gv" if name == "guards" else ""
-            src.emit(0, "", "", "@ujit", f"def ph_{name}(f, m, si, sb, i, t{target}):")
+            src.emit(0, "", "", "@ujit", f"def ph_{name}({self._arrays}, i, t{target}):")
             src.emit(1, *calls, "return 0")
-        if self.mode == "units" and len(self.layout.log) > 8:
+        if self.mode == "units" and len(self.layout.log) > 8 and not self.address.width:
             src.emit(0, "", "", "@jit", "def record(f, m, si, sb, log, k):")
             self._log(src, 1)
             src.emit(1, "return 0")
@@ -638,12 +685,13 @@ class Generator:
         return lines + [""]
 
     def generate(self) -> str:
-        """The module source: ``init_all(f, m, si, sb)`` and ``run(n_ticks, tick0, f, m, si, sb, log, stats)``."""
+        """The module source (see :meth:`build`)."""
         return self.build().source
 
     def build(self) -> Generated:
-        """The main module's source and namespace, and the compile units it calls."""
-        init = self._init()
+        """The main module's source and namespace, and the compile units it calls:
+        ``init_all`` and ``run``, or over lanes ``run_lanes`` and ``run_blocks``."""
+        init = _Source() if self.address.width else self._init()
         self.views = {}
         tick = self._tick()
         phases = self._phase_functions()
@@ -654,15 +702,47 @@ class Generator:
             src.emit(0, f"OFFSETS = np.array({list(self.offsets)!r}, dtype=np.int64)", "")
         src.lines += init.lines
         src.lines += phases.lines
-        src.emit(0, "", "", "@jit",
-                 "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
+        src.lines += self._lanes_run(tick) if self.address.width else self._run(tick)
+        namespace = {**base_namespace(self.checked), **self.globals}
+        return Generated(src.text(), namespace, dict(self.units), self.mode, dict(self.origins))
+
+    def _run(self, tick: _Source) -> list[str]:
+        """``run``: views made once, then the ticks."""
+        src = _Source()
+        src.emit(0, "", "", "@jit", "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
         if self.schedule.hybrid:
             src.emit(1, *self._work_views())
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
-        src.lines += tick.lines
+        src.emit(1, "for k in range(n_ticks):")
+        src.emit(2, *tick.lines)
         src.emit(1, "return 0")
-        namespace = {**base_namespace(self.checked), **self.globals}
-        return Generated(src.text(), namespace, dict(self.units), self.mode, dict(self.origins))
+        return src.lines
+
+    def _lanes_run(self, tick: _Source) -> list[str]:
+        """``run_lanes`` (one group: every tick over its lanes, registers loaded and stored
+        around the tick) and ``run_blocks`` (groups one after the other)."""
+        body = (self._work_views() if self.schedule.hybrid else []) + \
+            [f"{k} = {v}" for k, v in self.views.items()] + tick.lines
+        loads, stores, finals = registers(ast.parse("\n".join(body)).body)
+        w = self.address.width
+
+        def at(name: str) -> str:
+            return f"F[{int(name[2:]) * w} + r]"
+        src = _Source()
+        src.emit(0, "", "", "@jit", "def run_lanes(n_ticks, tick0, F, M, SI, SB, LOG, STATS):")
+        src.emit(1, "for k in range(n_ticks):")
+        src.emit(2, f"for r in range({w}):")
+        src.emit(3, *[f"{name} = {at(name)}" for name in loads], *body,
+                 *[f"{at(name)} = {name}" for name in stores])
+        if finals:                   # computed afresh every tick: the last tick's values only
+            src.emit(3, "if k == n_ticks - 1:")
+            src.emit(4, *[f"{at(name)} = {name}" for name in finals])
+        src.emit(1, "return 0", "", "")
+        src.emit(0, "@jit", "def run_blocks(n_ticks, tick0, F, M, SI, SB, LOG, STATS):")
+        src.emit(1, "for b in range(F.shape[0]):")
+        src.emit(2, "run_lanes(n_ticks, tick0, F[b], M[b], SI[b], SB[b], LOG[b], STATS[b])")
+        src.emit(1, "return 0")
+        return src.lines
 
 
 def block_at_line(source: str, line: int) -> str | None:

@@ -60,6 +60,7 @@ class Program:
     interpreted: bool
     units: dict[str, UnitSource]
     mode: str
+    inline: bool = True
 
     def block_at(self, path: str, line: int) -> str | None:
         """The block whose kernel produced ``line`` of generated file ``path``, if any."""
@@ -190,23 +191,57 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
         generated = Generator(checked, schedule, layout, inline=inline, mode=mode).build()
         _store_source(digest, generated)
     if interpret:
-        ns = _interpreted_namespace(generated)
-        exec(compile(generated.source, f"<hapflow {graph.name}>", "exec"), ns)
+        ns = _interpreted(generated, graph.name)
         return Program(checked, schedule, layout, generated.source, None, ns["run"],
-                       ns["init_all"], True, generated.units, generated.mode)
+                       ns["init_all"], True, generated.units, generated.mode, inline)
+    module = _loaded(checked, generated, ("run", "init_all"))
+    return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
+                   module.init_all, False, generated.units, generated.mode, inline)
+
+
+def compile_lanes(program: Program, width: int) -> Callable:
+    """The graph's kernel over groups of ``width`` runs, from the same phases and sites.
+
+    Returns ``run_blocks(n_ticks, tick0, F, M, SI, SB, LOG, STATS)``: each
+    array has one row per group, element ``i`` of lane ``r`` at ``i * width
+    + r`` (see :mod:`hapflow.lanes`; ``LOG`` rows hold ``ticks * columns *
+    width`` values).  Compiled like the graph's own kernel (same mode, units
+    shared through the cache), or interpreted when the program is.
+    """
+    def generator(memory: set[int] | None) -> Generator:
+        return Generator(program.checked, program.schedule, program.layout, program.inline,
+                         program.mode, lanes=width, memory=memory)
+    first = generator(None)
+    generated = first.build()
+    if program.mode == "fused":              # again, with what views reach kept in memory
+        generated = generator(first.address.reached).build()
+    if program.interpreted:
+        return _interpreted(generated, f"{program.checked.graph.name} lanes")["run_blocks"]
+    return _loaded(program.checked, generated, ("run_blocks",)).run_blocks
+
+
+def _interpreted(generated: Generated, title: str) -> dict:
+    """The namespace of ``generated`` executed as plain Python."""
+    ns = _interpreted_namespace(generated)
+    exec(compile(generated.source, f"<hapflow {title}>", "exec"), ns)
+    return ns
+
+
+def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) -> types.ModuleType:
+    """The module of ``generated``, its units compiled unless numba's cache holds
+    every function of ``entries``."""
     functions = _functions(generated.namespace)
     name = f"hf_{fingerprint(generated.source, checked, functions)}"
     units = _define_units(generated.units)
     namespace = {**generated.namespace,
                  **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
     module = _load_module(name, generated.source, _namespace(namespace, False, name))
-    if not all(_on_disk(vars(module)[f]) for f in ("run", "init_all")):
-        # run is compiled, not loaded from numba's cache: the units first, each for its one
+    if not all(_on_disk(vars(module)[f]) for f in entries):
+        # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
-        # (Loaded from the cache, run holds their code: a warm start needs no unit at all.)
-        vars(module).update(_compile_units(graph, generated.units, units))
-    return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
-                   module.init_all, False, generated.units, generated.mode)
+        # (Loaded from the cache, the entries hold their code: a warm start needs no unit.)
+        vars(module).update(_compile_units(checked.graph, generated.units, units))
+    return module
 
 
 FUSED_MAX_LINES = 800
@@ -382,11 +417,12 @@ def _plain(fn: Callable) -> Callable:
 
 
 def unit_signature(unit: UnitSource) -> numba.core.typing.Signature:
-    """The unit's parameters (some of ``f, m, si, sb, i, t, k``, then its bases) on
+    """The unit's parameters (some of :data:`hapflow.codegen.UNIT_ARGS`, then its bases) on
     C-contiguous run-time arrays."""
     t = numba.types
     kinds = dict(f=t.float64[::1], m=t.int64[::1], si=t.int64[::1], sb=t.boolean[::1],
-                 i=t.int64, t=t.float64, k=t.int64)
+                 i=t.int64, t=t.float64, k=t.int64, r=t.int64)
+    kinds.update(F=kinds["f"], M=kinds["m"], SI=kinds["si"], SB=kinds["sb"])
     return t.int64(*(kinds[p] for p in unit.params), *[t.int64] * unit.bases)
 
 

@@ -172,8 +172,10 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(node.value, ast.Name) and node.value.id in self.arrays \
                 and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
             arg = self.arrays[node.value.id]
-            return ast.Subscript(ast.Name(arg.array, ast.Load()), self._offset(arg, node.slice),
-                                 node.ctx)
+            element = ast.Subscript(ast.Name(arg.array, ast.Load()), self._offset(arg, node.slice),
+                                    node.ctx)
+            element.hf_arg = arg             # addressed once simplified (see _Addressed)
+            return element
         if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                 and isinstance(node.value.value, ast.Name) and node.value.value.id in self.arrays:
             return ast.Constant(self.arrays[node.value.value.id].size)
@@ -201,6 +203,18 @@ class _Rewriter(ast.NodeTransformer):
         return resolved if isinstance(resolved, ast.expr) else ast.Name(resolved, node.ctx)
 
 
+class _Addressed(ast.NodeTransformer):
+    """Elements of the call site's arrays written through the caller's addressing."""
+
+    def __init__(self, element: Callable[[ArrayArg, ast.expr, ast.expr_context], ast.expr]):
+        self.element = element
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        arg = getattr(node, "hf_arg", None)
+        return node if arg is None else self.element(arg, node.slice, node.ctx)
+
+
 def global_of(fn: Callable, name: str) -> object:
     """The value global (or closure) ``name`` has for kernel ``fn``."""
     py = getattr(fn, "py_func", fn)
@@ -210,7 +224,9 @@ def global_of(fn: Callable, name: str) -> object:
 
 def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
            resolve: Callable[[str, object], str],
-           view: Callable[[ArrayArg], str]) -> list[str] | None:
+           view: Callable[[ArrayArg], str],
+           element: Callable[[ArrayArg, ast.expr, ast.expr_context], ast.expr] | None = None
+           ) -> list[str] | None:
     """Source lines of ``fn``'s body applied to ``args``, or None if it cannot be inlined.
 
     Parameters
@@ -227,6 +243,10 @@ def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
     view : callable
         ``view(arg) -> name`` of a view made once before the tick loop, for a
         port the kernel uses whole (passes to a helper).
+    element : callable, optional
+        ``element(arg, index, ctx)``: the expression for element ``index``
+        (simplified, base included) of ``arg``'s array, when it is not
+        ``array[index]`` (see :mod:`hapflow.lanes`).
     """
     try:
         node = _function(fn)
@@ -261,6 +281,8 @@ def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
         rewriter = _Rewriter(arrays, scalars, local_names, loop_only, prefix, lookup, view)
         body = [rewriter.visit(stmt) for stmt in body]
         body = simplify(body, {prefix + name for name in local_names})
+        if element is not None:
+            body = [_Addressed(element).visit(stmt) for stmt in body]
         lines: list[str] = []
         for stmt in body:
             lines.extend(ast.unparse(ast.fix_missing_locations(stmt)).splitlines())

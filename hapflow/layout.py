@@ -106,6 +106,8 @@ def build_layout(checked: Checked) -> Layout:
     return layout
 
 
+STATS_SIZE = 4
+"""Run statistics (event counts, see :mod:`hapflow.events`) per run."""
 FLOAT_ARRAYS = ("x", "d", "p", "sf", "work")
 """Float arrays that live in one buffer ``f``, in this order.  The generated
 kernel indexes ``f`` at constant offsets, so the compiler can tell any two
@@ -139,5 +141,6 @@ def allocate(layout: Layout) -> dict[str, np.ndarray]:
     arrays = {name: f[bases[name]:bases[next_name]]
               for name, next_name in zip(FLOAT_ARRAYS, (*FLOAT_ARRAYS[1:], "end"))}
     arrays.update(f=f, m=np.zeros(n["m"], dtype=np.int64), si=np.zeros(n["si"], dtype=np.int64),
-                  sb=np.zeros(n["sb"], dtype=np.bool_), stats=np.zeros(4, dtype=np.int64))
+                  sb=np.zeros(n["sb"], dtype=np.bool_),
+                  stats=np.zeros(STATS_SIZE, dtype=np.int64))
     return arrays

@@ -248,19 +248,6 @@ def test_fill_of_a_block_with_its_own_set_and_checks():
     assert sim.graph.nodes["ewls"].block.values["scales"] is None     # left as it was
 
 
-def test_carried_elements_of_a_tick():
-    from hapflow.batch import _assigned, _carried
-    body = "\n".join(["        f[3] = f[1] + 1.0",
-                      "        if (i - 0) % 4 == 0:",
-                      "            f[5] = f[3]",                # conditional: not a fresh value
-                      "        f[6] = f[6] + f[5]",             # reads itself first
-                      "        f[7] += 1.0",
-                      "        f[8] = f[2] if t >= f[9] else f[8]"])
-    assert _carried(body) == {1, 2, 5, 6, 7, 8, 9}
-    assert _assigned(body) == {3, 5, 6, 7, 8}
-    assert _carried("        f[3] = (f[1] +\n            f[3])") == {1, 3}     # over two lines
-
-
 # A held source at a quarter of the base rate: its output is written only at its
 # sample hits, so it carries over between ticks.
 HELD_GRAPH = """\
@@ -277,9 +264,7 @@ record: [msd.pos, drive.y]
 
 
 def test_lanes_with_a_held_block_are_bit_identical_to_fresh_simulations():
-    from hapflow.batch import lane_source
     sim = hf.Simulation(hf.loads(HELD_GRAPH))
-    assert lane_source(sim.program.source, 2) is not None
     settings = [{"msd.stiffness": 100.0 + 50.0 * j} for j in range(WIDTH + 3)]
     batch = Batch(sim, parallel=True, layout="lanes")
     batch.threads = 2

@@ -147,15 +147,16 @@ def test_batched_study_equals_single_runs(tmp_path, cluster):
     pd.testing.assert_frame_equal(single[cols], remote[cols], check_exact=True)
 
 
+@pytest.mark.parametrize("layout", ["lanes", "rows"])
 @pytest.mark.parametrize("parallel", [False, True])
-def test_batch_is_bit_identical_to_fresh_simulations(tmp_path, parallel):
+def test_batch_is_bit_identical_to_fresh_simulations(tmp_path, parallel, layout):
     graph_text = GRAPH.replace("msd.force_in", "drive.y")
     sim = hf.Simulation(hf.loads(graph_text))
     settings = [{"msd.stiffness": k, "ball.restitution": e, "head.force_noise": s}
                 for k, e, s in [(100.0, 0.5, 0.0), (400.0, 0.7, 0.05), (900.0, 0.9, 0.2),
                                 (-5.0, 0.5, 0.1), (250.0, 0.6, 0.01)]]
     seeds = [1, 2, 3, 4, 5]
-    results = Batch(sim, parallel).run(settings, seeds, duration=0.75)
+    results = Batch(sim, parallel, layout).run(settings, seeds, duration=0.75)
     assert isinstance(results[3], hf.GraphError) and "stiffness" in str(results[3])
     for values, seed, got in zip(settings, seeds, results):
         if values["msd.stiffness"] < 0:
@@ -173,7 +174,7 @@ def test_batch_is_bit_identical_to_fresh_simulations(tmp_path, parallel):
         assert got.events == want.events > 0 and got.event_overflows == want.event_overflows
 
 
-# Qualifies for the lanes layout: every kernel inlined, no events, constant indices;
+# Every kernel inlined, no events, constant indices: the lanes kernel keeps f in locals;
 # the unit delay brings discrete state, the encoder an integer signal (si).
 LANES_GRAPH = """\
 name: lanes
@@ -196,11 +197,7 @@ record: [msd.pos, enc.pos, delay.y, step.y]
 @pytest.mark.parametrize("layout", ["lanes", "rows"])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_lanes_and_rows_layouts_are_bit_identical_to_fresh_simulations(layout, parallel):
-    from hapflow.batch import lane_source
     sim = hf.Simulation(hf.loads(LANES_GRAPH))
-    assert lane_source(sim.program.source, 4) is not None
-    stand = hf.Simulation(hf.loads(GRAPH.replace("msd.force_in", "drive.y")))
-    assert lane_source(stand.program.source, 4) is None      # events and noise streams: rows only
     settings = [{"msd.stiffness": k, "drive.frequency": w, "enc.resolution": q}
                 for k, w, q in [(100.0, 1.0, 1e-5), (400.0, 3.0, 1e-6), (-1.0, 2.0, 1e-5),
                                 (900.0, 7.0, 5e-6), (250.0, 5.0, 2e-5)]]
@@ -228,10 +225,7 @@ def test_auto_layout_is_timed_between_lanes_and_rows(monkeypatch):
                         trial(self, item))
     assert Batch(sim, False).layout in ("lanes", "rows") and sorted(timed) == ["lanes", "rows"]
     timed.clear()
-    assert Batch(hf.Simulation(hf.loads(GRAPH.replace("msd.force_in", "drive.y"))),
-                 False).layout == "rows" and timed == []          # nothing to choose from
-    with pytest.raises(ValueError, match="does not qualify for the lanes layout"):
-        Batch(hf.Simulation(hf.loads(GRAPH.replace("msd.force_in", "drive.y"))), False, "lanes")
+    assert Batch(sim, False, "lanes").layout == "lanes" and timed == []   # nothing to choose
 
 
 def test_batch_reports_a_non_finite_run_and_keeps_the_others():

@@ -1,0 +1,89 @@
+"""The lanes kernel (hapflow/lanes.py, Generator with ``lanes``): every graph runs over lanes
+with the bits of its single runs, including helpers on views, events and compile units."""
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hapflow as hf
+from hapflow import batch
+from hapflow.batch import Batch
+from hapflow.lanes import Flat, Lanes, registers
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = sorted(ROOT.glob("graphs/*.yaml"))
+
+
+def test_registers_are_loaded_when_a_tick_reads_them_first():
+    body = ast.parse("\n".join(["f_3 = f_1 + 1.0",
+                                "if (i - 0) % 4 == 0:",
+                                "    f_5 = f_3",                # conditional: not a fresh value
+                                "f_6 = f_6 + f_5",              # reads itself first
+                                "f_7 += 1.0",
+                                "f_8 = f_2 if t >= f_9 else f_8",
+                                "f_10 = g(v)"])).body
+    loads, stores, finals = registers(body)
+    assert loads == ["f_1", "f_2", "f_5", "f_6", "f_7", "f_8", "f_9"]
+    assert stores == ["f_5", "f_6", "f_7", "f_8"]       # carried and written: every tick
+    assert finals == ["f_3", "f_10"]                     # computed afresh: after the last tick
+
+
+def test_lane_addressing_keeps_what_views_reach_in_memory():
+    probe = Lanes(4, 3, registers=True)
+    view = probe.view("f", 10, 3, ast.Constant(10), ast.Constant(13))
+    assert view == "F[40 + r:52 + r:4]" and probe.reached == {10, 11, 12}
+    lanes = Lanes(4, 3, registers=True, memory=probe.reached)
+
+    def element(array, index):
+        return ast.unparse(lanes.element(array, 0, 20, ast.Constant(index), ast.Load()))
+    assert element("f", 9) == "f_9" and element("f", 11) == "F[44 + r]"
+    assert element("m", 2) == "M[8 + r]" and element("f", 0) == "f_0"
+    computed = lanes.element("f", 14, 2, ast.parse("14 + j", mode="eval").body, ast.Load())
+    assert ast.unparse(computed) == "F[(14 + j) * 4 + r]" and 15 in lanes.reached
+    assert lanes.log(2) == "LOG[k * 12 + 8 + r]" and Flat().log(2) == "log[k, 2]"
+
+
+def _same_runs(results: list, reference: list) -> None:
+    for got, want in zip(results, reference):
+        assert got.events == want.events and got.event_overflows == want.event_overflows
+        for name in want.signals:
+            np.testing.assert_array_equal(got.signals[name], want.signals[name], err_msg=name)
+
+
+@pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.name)
+def test_every_graph_file_runs_in_lanes_bit_identical_to_its_rows(path, monkeypatch):
+    monkeypatch.setattr(batch, "WIDTH", 2)        # interpreted: two lanes are enough
+    sim = hf.Simulation(hf.load(path), interpret=True)
+    duration = 8 / sim.graph.rate
+    seeds = [3, 4, 5]                               # two groups, the second one padded
+    lanes = Batch(sim, parallel=False, layout="lanes").run([{}] * 3, seeds, duration)
+    rows = Batch(sim, parallel=False, layout="rows").run([{}] * 3, seeds, duration)
+    _same_runs(lanes, rows)
+
+
+def test_helpers_on_views_run_compiled_in_lanes_bit_identical_to_single_runs():
+    path = ROOT / "graphs" / "colton2005_sweep.yaml"       # helpers take parameter views
+    sim = hf.Simulation(hf.load(path))
+    settings = [{"pid.kp": 30000.0 + 1000.0 * j, "head.force_noise": 0.01 * j}
+                for j in range(batch.WIDTH + 2)]
+    seeds = list(range(len(settings)))
+    got = Batch(sim, parallel=False, layout="lanes").run(settings, seeds, 0.05)
+    for j in (0, batch.WIDTH - 1, batch.WIDTH + 1):
+        g = hf.load(path)
+        g.seed = seeds[j]
+        for key, value in settings[j].items():
+            block, _, param = key.partition(".")
+            g.nodes[block].block.set(param, value)
+        _same_runs([got[j]], [hf.Simulation(g).run(0.05, progress=False)])
+
+
+def test_compile_units_run_in_lanes_bit_identical_to_the_fused_kernel():
+    path = ROOT / "graphs" / "bouncing_ball.yaml"         # events: a located reset per lane
+    units = hf.Simulation(hf.load(path), mode="units")
+    fused = hf.Simulation(hf.load(path), mode="fused")
+    settings = [{}] * 3
+    got = Batch(units, parallel=False, layout="lanes").run(settings, [1, 2, 3], 1.0)
+    want = Batch(fused, parallel=False, layout="rows").run(settings, [1, 2, 3], 1.0)
+    assert want[0].events > 0
+    _same_runs(got, want)
