@@ -108,12 +108,19 @@ def fingerprint(source: str, checked: Checked, functions: list[Callable]) -> str
 
 def _digest(source: str, structure: str, functions: list[Callable]) -> str:
     h = hashlib.sha256()
-    engine = [_file_text(m.__file__) for m in (events, sys.modules[__name__])]
-    for part in (source, structure, numba.__version__, sys.version, *engine):
+    for part in (source, structure, numba.__version__, sys.version):
         h.update(part.encode())
-    for text in sorted(_dependency_texts(functions)):
-        h.update(text.encode())
+    engine = [_file_text(m.__file__) for m in (events, sys.modules[__name__])]
+    for text in (*engine, *sorted(_dependency_texts(functions))):
+        h.update(_text_digest(text).encode())
     return h.hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=256)
+def _text_digest(text: str) -> str:
+    """Hash of a module's text (every unit names the modules its kernels reach: hashed once,
+    not once per unit)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _dependency_texts(functions: list[Callable]) -> set[str]:
@@ -239,7 +246,8 @@ def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) ->
     if not all(_on_disk(vars(module)[f]) for f in entries):
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
-        # (Loaded from the cache, the entries hold their code: a warm start needs no unit.)
+        # Loaded from the cache, the entries hold their code: a warm start compiles no
+        # unit, but defines their modules (numba imports them to rebuild environments).
         vars(module).update(_compile_units(checked.graph, generated.units, units))
     return module
 

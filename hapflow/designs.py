@@ -10,6 +10,7 @@ arguments.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from importlib import metadata
@@ -25,7 +26,7 @@ def cached(name: str, args: tuple, design: Callable[[], np.ndarray]) -> np.ndarr
 
     ``args`` must determine the result (with the scipy version, which is part of the key).
     """
-    key = repr((name, args, metadata.version("scipy"))).encode()
+    key = repr((name, args, _scipy_version())).encode()
     path = cache_dir() / "designs" / f"{hashlib.sha256(key).hexdigest()[:24]}.npy"
     try:
         return np.load(path)
@@ -40,3 +41,9 @@ def cached(name: str, args: tuple, design: Callable[[], np.ndarray]) -> np.ndarr
     except OSError:                      # a read-only cache: design every time
         pass
     return result
+
+
+@functools.cache
+def _scipy_version() -> str:
+    """scipy's version (read once: each lookup scans the installed distributions, ~3 ms)."""
+    return metadata.version("scipy")
