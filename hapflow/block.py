@@ -31,6 +31,7 @@ scheduler calls the block's :meth:`Block.drain` between chunks and
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable, ClassVar
 
@@ -227,11 +228,8 @@ class Block:
         expected = {"output": [*ins, *outs], "update": ins, "deriv": [*ins, "dx"],
                     "guard": [*ins, "g"], "reset": [*ins, "k"]}
         for kind, fn in self.kernels().items():
-            py = getattr(fn, "py_func", fn)
-            names = list(inspect.signature(py).parameters)
+            names, variadic = _parameters(getattr(fn, "py_func", fn))
             want = ["x", "d", "m", "p"] if kind == "init" else ["t", "x", "d", "m", "p", *expected[kind]]
-            variadic = any(q.kind is inspect.Parameter.VAR_POSITIONAL
-                           for q in inspect.signature(py).parameters.values())
             if (len(names) != len(want)) if not variadic else (len(names) - 1 > len(want)):
                 return (f"kernel {kind}{tuple(names)} of {type(self).__name__} must take "
                         f"({', '.join(want)}): every input, then every output, in declaration order")
@@ -269,3 +267,12 @@ class Block:
         """First line of the docstring."""
         doc = inspect.getdoc(cls) or ""
         return doc.splitlines()[0] if doc else ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _parameters(py: Callable) -> tuple[tuple[str, ...], bool]:
+    """A kernel's parameter names and whether it takes ``*args`` (blocks of one type share
+    their kernels: read once, not once per block)."""
+    parameters = inspect.signature(py).parameters
+    return tuple(parameters), any(q.kind is inspect.Parameter.VAR_POSITIONAL
+                                 for q in parameters.values())

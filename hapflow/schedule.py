@@ -118,14 +118,20 @@ def _merge(calls: list[Call], checked: Checked) -> list[Call]:
     readers = {}
     for w in checked.graph.wires:
         readers.setdefault(w.src[0], set()).add(w.dst[0])
+    following: dict[int, int] = {}          # index of a call -> of the block's next call
+    last: dict[str, int] = {}
+    for k in range(len(calls) - 1, -1, -1):
+        if calls[k].block in last:
+            following[k] = last[calls[k].block]
+        last[calls[k].block] = k
     kept = []
     for k, call in enumerate(calls):
-        later = calls[k + 1:]
-        nxt = next((j for j, c in enumerate(later) if c.block == call.block), None)
-        if nxt is not None and not any(c.block in readers.get(call.block, ()) for c in later[:nxt]):
-            merged = later[nxt]
-            calls[k + 1 + nxt] = Call(call.block, call.outputs + merged.outputs,
-                                      tuple(dict.fromkeys(call.deps + merged.deps)))
+        nxt = following.get(k)
+        if nxt is not None and not any(c.block in readers.get(call.block, ())
+                                       for c in calls[k + 1:nxt]):
+            merged = calls[nxt]
+            calls[nxt] = Call(call.block, call.outputs + merged.outputs,
+                              tuple(dict.fromkeys(call.deps + merged.deps)))
             continue
         kept.append(call)
     return kept
