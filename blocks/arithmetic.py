@@ -38,7 +38,7 @@ class Gain(Block):
     @njit
     def output(t, x, d, m, p, u, y):
         for j in range(y.size):
-            y[j] = p[0] * u[j]
+            y[j] = p[GAIN.gain] * u[j]
 
 
 class Sum(Block):
@@ -124,34 +124,19 @@ class Saturation(Block):
               "size": _SIZE}
 
     def configure(self) -> None:
-        self._check_limits("lower")
         self.inputs = {"u": In(self.size, doc="input")}
         self.outputs = {"y": Out(self.size, unit="=u", doc="clipped input")}
 
-    def _check_limits(self, name: str) -> None:
-        if self.lower > self.upper:
-            raise ParamError(name, f"parameter 'lower' ({self.lower}) must be <= 'upper' "
-                                   f"({self.upper})")
-
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter, keeping ``lower <= upper`` (move the limits in order).
-
-        Raises
-        ------
-        ParamError
-            As :meth:`Block.set`, or if the change would make ``lower > upper``
-            (the old value is kept).
-        """
-        old = self.values.get(name)
-        super().set(name, value)
-        try:
-            self._check_limits(name)
-        except ParamError:
-            self.values[name] = old
-            raise
+    def validate(self, changed: str | None) -> None:
+        if self.lower > self.upper:       # set() moves one limit at a time: move them in order
+            raise ParamError(changed or "lower", f"parameter 'lower' ({self.lower}) must be "
+                                                 f"<= 'upper' ({self.upper})")
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, u, y):
         for j in range(y.size):
-            y[j] = min(max(u[j], p[0]), p[1])
+            y[j] = min(max(u[j], p[SATURATION.lower]), p[SATURATION.upper])
+
+
+GAIN, SATURATION = Gain.P, Saturation.P       # the offsets their kernels name

@@ -13,10 +13,10 @@ paddle at t = 0).
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, between, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
@@ -71,21 +71,12 @@ class SwitchingFirstOrder(Block):
     nguards = 1
     PARAMETERS = ("tau", "u1", "u2", "s1", "s2", "x0")
 
-    def configure(self) -> None:
+    def validate(self, changed: str | None) -> None:
         tau, u1, u2, s1, s2 = (self.values[k] for k in ("tau", "u1", "u2", "s1", "s2"))
         if not u1 / tau > s1 > s2 > u2 / tau:
-            raise ParamError("s1", f"switching needs u1/tau > s1 > s2 > u2/tau (got u1/tau = "
-                                   f"{u1 / tau:g}, s1 = {s1:g}, s2 = {s2:g}, u2/tau = {u2 / tau:g})")
-
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter, keeping the switching levels reachable."""
-        old = self.values.get(name)
-        super().set(name, value)
-        try:
-            self.configure()
-        except ParamError:
-            self.values[name] = old
-            raise
+            raise ParamError(changed or "s1", f"switching needs u1/tau > s1 > s2 > u2/tau (got "
+                                              f"u1/tau = {u1 / tau:g}, s1 = {s1:g}, s2 = "
+                                              f"{s2:g}, u2/tau = {u2 / tau:g})")
 
     def initial_state(self):
         x, d, m = super().initial_state()
@@ -109,23 +100,23 @@ class SwitchingFirstOrder(Block):
     @njit
     def deriv(t, x, d, m, p, dx):
         mode = m[0]
-        dx[0] = -p[0] * x[0] + (p[1] if mode == 1 else p[2])
+        dx[0] = -p[SWITCHING.tau] * x[0] + (p[SWITCHING.u1] if mode == 1 else p[SWITCHING.u2])
         for j in range(6):
-            dx[1 + j] = -p[0] * x[1 + j]
+            dx[1 + j] = -p[SWITCHING.tau] * x[1 + j]
         dx[1] -= x[0]                               # f_tau = -x
         dx[2 if mode == 1 else 3] += 1.0            # f_u of the active mode
 
     @staticmethod
     @njit
     def guard(t, x, d, m, p, g):
-        g[0] = p[3] - x[0] if m[0] == 1 else x[0] - p[4]
+        g[0] = p[SWITCHING.s1] - x[0] if m[0] == 1 else x[0] - p[SWITCHING.s2]
 
     @staticmethod
     @njit
     def reset(t, x, d, m, p, k):
         mode = m[0]
-        f_before = -p[0] * x[0] + (p[1] if mode == 1 else p[2])
-        f_after = -p[0] * x[0] + (p[2] if mode == 1 else p[1])
+        f_before = -p[SWITCHING.tau] * x[0] + (p[SWITCHING.u1] if mode == 1 else p[SWITCHING.u2])
+        f_after = -p[SWITCHING.tau] * x[0] + (p[SWITCHING.u2] if mode == 1 else p[SWITCHING.u1])
         for j in range(6):                          # event g = x - s: g_x = 1, g_s = -1
             g_alpha = -1.0 if j == (3 if mode == 1 else 4) else 0.0
             t_alpha = -(x[1 + j] + g_alpha) / f_before
@@ -137,16 +128,12 @@ class SwitchingFirstOrder(Block):
 
 
 FLIGHT, CONTACT, RESTING, UNLOADED = 0, 1, 2, 3
-# BallOnPaddle parameter vector (see BallOnPaddle.pack)
-_MASS, _GRAV, _E, _K, _B, _N, _VSTICK, _H0, _V0, _COMPLIANT = range(10)
-# BallOnPaddle discrete state
-_T_IMPACT, _IMPULSE = range(2)
 
 
 @njit
 def _loading(x, p, pv):
     """Hunt-Crossley ``k + b p'`` (N/m^n): the sign of the contact force while penetrating."""
-    return p[_K] + p[_B] * (pv - x[1])
+    return p[BALL.stiffness] + p[BALL.damping] * (pv - x[1])
 
 
 @njit
@@ -154,11 +141,11 @@ def _paddle_force(x, m, p, pp, pv, pa):
     """Contact force on the ball, upward (N): zero in flight, never tensile."""
     mode = m[0]
     if mode == RESTING:
-        return p[_MASS] * (pa + p[_GRAV])
+        return p[BALL.mass] * (pa + p[BALL.gravity])
     if mode != CONTACT:
         return 0.0
     pen = pp - x[0]
-    force = pen ** p[_N] * _loading(x, p, pv) if pen > 0.0 else 0.0
+    force = pen ** p[BALL.exponent] * _loading(x, p, pv) if pen > 0.0 else 0.0
     return force if force > 0.0 else 0.0
 
 
@@ -166,18 +153,18 @@ def _paddle_force(x, m, p, pp, pv, pa):
 def _touch(t, x, d, m, p, pp, pv, pa):
     """The ball reaches the paddle: rigid impact (restitution, or resting) or compliant contact."""
     m[1] += 1
-    d[_T_IMPACT] = t
-    if p[_COMPLIANT] != 0.0:
+    d[BALL_D.impact_time] = t
+    if p[BALL.compliant] != 0.0:
         m[0] = CONTACT
-        d[_IMPULSE] = 0.0
+        d[BALL_D.impulse] = 0.0
         return
     approach = pv - x[1]                       # > 0: ball moving into the paddle
-    rebound = p[_E] * approach if approach > 0.0 else 0.0
-    d[_IMPULSE] = p[_MASS] * (approach + rebound)
+    rebound = p[BALL.restitution] * approach if approach > 0.0 else 0.0
+    d[BALL_D.impulse] = p[BALL.mass] * (approach + rebound)
     x[0] = pp
-    if rebound < p[_VSTICK]:
+    if rebound < p[BALL.v_stick]:
         x[1] = pv
-        if pa + p[_GRAV] > 0.0:
+        if pa + p[BALL.gravity] > 0.0:
             m[0] = RESTING
     else:
         x[1] = pv + rebound
@@ -261,14 +248,13 @@ class BallOnPaddle(Block):
                               doc="rebound speed below which a rigid ball comes to rest"),
               "h0": Live(0.1, unit="m", doc="initial ball height"),
               "v0": Live(0.0, unit="m/s", doc="initial ball velocity")}
+    derived = {"compliant": Derived(lambda b: b.contact != "rigid",
+                                    doc="1: Hunt-Crossley contact, 0: rigid")}
     cstate = 2
-    dstate = 2
+    dstate = ("impact_time", "impulse")
     istate = 2
     nguards = 3
     position_states = (0,)
-
-    def pack(self) -> np.ndarray:
-        return np.append(super().pack(), 0.0 if self.contact == "rigid" else 1.0)
 
     def initial_state(self):
         x, d, m = super().initial_state()
@@ -284,8 +270,8 @@ class BallOnPaddle(Block):
         force[0] = _paddle_force(x, m, p, paddle_pos[0], paddle_vel[0], paddle_acc[0])
         mode[0] = m[0]
         impacts[0] = m[1]
-        impact_time[0] = d[_T_IMPACT]
-        impulse[0] = d[_IMPULSE]
+        impact_time[0] = d[BALL_D.impact_time]
+        impulse[0] = d[BALL_D.impulse]
 
     @staticmethod
     @njit
@@ -294,8 +280,8 @@ class BallOnPaddle(Block):
         if m[0] == RESTING:
             dx[1] = paddle_acc[0]
         else:
-            dx[1] = _paddle_force(x, m, p, paddle_pos[0], paddle_vel[0], paddle_acc[0]) / p[_MASS] \
-                - p[_GRAV]
+            dx[1] = _paddle_force(x, m, p, paddle_pos[0], paddle_vel[0], paddle_acc[0]) / p[BALL.mass] \
+                - p[BALL.gravity]
 
     @staticmethod
     @njit
@@ -311,7 +297,7 @@ class BallOnPaddle(Block):
         if mode == CONTACT or mode == UNLOADED:
             g[1] = paddle_pos[0] - x[0]
         elif mode == RESTING:
-            g[1] = paddle_acc[0] + p[_GRAV]
+            g[1] = paddle_acc[0] + p[BALL.gravity]
         else:
             g[1] = 1.0
         g[2] = load if mode == CONTACT else 1.0
@@ -336,7 +322,7 @@ class BallOnPaddle(Block):
         if mode == RESTING:                   # ride exactly on the paddle (no drift)
             x[0] = pp
             x[1] = pv
-            if pa + p[_GRAV] <= 0.0:
+            if pa + p[BALL.gravity] <= 0.0:
                 _leave(x, m, pp, pv)
         elif mode == FLIGHT and x[0] <= pp and x[1] <= pv:
             _touch(t, x, d, m, p, pp, pv, pa)  # contact at a tick (or placed on the paddle)
@@ -346,3 +332,8 @@ class BallOnPaddle(Block):
             m[0] = UNLOADED
         elif mode == UNLOADED and _loading(x, p, pv) > 0.0:
             m[0] = CONTACT
+
+
+# the offsets their kernels name
+SWITCHING = SwitchingFirstOrder.P
+BALL, BALL_D = BallOnPaddle.P, BallOnPaddle.D

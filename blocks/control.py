@@ -3,15 +3,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, positive
 from hapflow.ports import In, Out
-
-# indices into the packed parameter vector of PIDFeedforward
-_KP, _KI, _KD, _TS, _A, _G, _MFF, _FFF, _VS, _LIM, _KA = range(11)
 
 
 @njit
@@ -20,33 +17,34 @@ def _pid_law(d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc):
 
     Returns ``(u, u_unsat, e, vf)``: saturated and unsaturated force (N),
     position error (m), filtered measured velocity (m/s) of this sample.
-    Also writes the work entries ``d[3:6]`` that ``update`` reads.
+    Also writes the work entries that ``update`` reads.
     """
     e = ref_pos - meas_pos
-    if m[0] != 0:
-        vf = p[_A] * d[2] + p[_G] * (meas_pos - d[1])
+    if m[PID_M.seen] != 0:
+        vf = p[PID.vel_pole] * d[PID_D.vel] + p[PID.vel_gain] * (meas_pos - d[PID_D.last_pos])
     else:
         vf = 0.0
-    u_unsat = (p[_KP] * e + p[_KI] * d[0] + p[_KD] * (ref_vel - vf)
-               + p[_MFF] * ref_acc + p[_FFF] * math.tanh(ref_vel / p[_VS])
-               + p[_KA] * (ref_acc - meas_acc))
-    u = min(max(u_unsat, -p[_LIM]), p[_LIM])
-    d[3] = u_unsat       # work entries for update (the engine calls output first)
-    d[4] = e
-    d[5] = vf
+    friction = p[PID.friction_ff] * math.tanh(ref_vel / p[PID.friction_smooth_vel])
+    u_unsat = (p[PID.kp] * e + p[PID.ki] * d[PID_D.integral] + p[PID.kd] * (ref_vel - vf)
+               + p[PID.mass_ff] * ref_acc + friction
+               + p[PID.ka_used] * (ref_acc - meas_acc))
+    u = min(max(u_unsat, -p[PID.limit]), p[PID.limit])
+    d[PID_D.work_u] = u_unsat       # work entries for update (the engine calls output first)
+    d[PID_D.work_e] = e
+    d[PID_D.work_vel] = vf
     return u, u_unsat, e, vf
 
 
 @njit
 def _pid_update(d, m, p, meas_pos):
     """Advance the PID state from the work entries of this sample's output."""
-    u_unsat, e = d[3], d[4]
-    windup = (u_unsat > p[_LIM] and e > 0.0) or (u_unsat < -p[_LIM] and e < 0.0)
+    u_unsat, e, limit = d[PID_D.work_u], d[PID_D.work_e], p[PID.limit]
+    windup = (u_unsat > limit and e > 0.0) or (u_unsat < -limit and e < 0.0)
     if not windup:
-        d[0] += p[_TS] * e
-    d[1] = meas_pos
-    d[2] = d[5]
-    m[0] = 1
+        d[PID_D.integral] += p[PID.period] * e
+    d[PID_D.last_pos] = meas_pos
+    d[PID_D.vel] = d[PID_D.work_vel]
+    m[PID_M.seen] = 1
 
 
 class PIDFeedforward(Block):
@@ -92,8 +90,8 @@ class PIDFeedforward(Block):
     meas_acc  : in, (1,), m/s^2    measured acceleration (only with accel_feedback)
     force_cmd : out, (1,), N       force command, saturated to +-limit (held)
 
-    State: ``d = [I (m s), previous meas_pos (m), vf (m/s)]``, ``m[0]`` = 1
-    once the block has seen a measurement.
+    State, by name: ``integral`` I (m s), ``last_pos`` the previous meas_pos
+    (m), ``vel`` vf (m/s); ``seen`` = 1 once the block has seen a measurement.
     """
 
     inputs = {"ref_pos": In(1, unit="m", doc="reference position"),
@@ -117,15 +115,15 @@ class PIDFeedforward(Block):
                                            doc="add the input meas_acc and the term "
                                                "ka (ref_acc - meas_acc) (seed 000)"),
               "ka": Live(0.0, unit="kg", check=nonnegative, doc="acceleration-feedback gain")}
-    dstate = 6      # I, last measurement, vf; then u_unsat, e, vf of this sample (work)
-    istate = 1
-
-    def pack(self) -> np.ndarray:
-        ts = self.sample_time
-        a = math.exp(-2.0 * math.pi * self.deriv_cutoff * ts)
-        ka = self.ka if self.accel_feedback else 0.0
-        return np.array([self.kp, self.ki, self.kd, ts, a, (1.0 - a) / ts, self.mass_ff,
-                         self.friction_ff, self.friction_smooth_vel, self.limit, ka])
+    derived = {"period": Derived(lambda b: b.sample_time, unit="s", doc="sample time Ts"),
+               "vel_pole": Derived(lambda b: _pole(b), doc="a = exp(-2 pi deriv_cutoff Ts)"),
+               "vel_gain": Derived(lambda b: (1.0 - _pole(b)) / b.sample_time, unit="1/s",
+                                   doc="(1 - a) / Ts"),
+               "ka_used": Derived(lambda b: b.ka if b.accel_feedback else 0.0, unit="kg",
+                                  doc="ka with accel_feedback, else 0")}
+    # I, last measurement, vf; then u_unsat, e, vf of this sample (work entries)
+    dstate = ("integral", "last_pos", "vel", "work_u", "work_e", "work_vel")
+    istate = ("seen",)
 
     def configure(self) -> None:
         if self.accel_feedback:
@@ -157,3 +155,11 @@ class PIDFeedforward(Block):
     @njit
     def _update_acc(t, x, d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc):
         _pid_update(d, m, p, meas_pos[0])
+
+
+def _pole(block: PIDFeedforward) -> float:
+    """The matched pole of the measured-velocity low-pass."""
+    return math.exp(-2.0 * math.pi * block.deriv_cutoff * block.sample_time)
+
+
+PID, PID_D, PID_M = PIDFeedforward.P, PIDFeedforward.D, PIDFeedforward.M   # offsets by name

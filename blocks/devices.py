@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, nonnegative, positive
 from hapflow.ports import In, Out
 
@@ -30,10 +31,6 @@ def _corner_slope(z: np.ndarray, edges: list[tuple[float, float, float]]) -> np.
 
 
 # ============================================================== hardening spring device
-# indices into the packed parameter vector of HardeningSpringDevice
-_M, _B, _KSER, _KS, _XT, _D0, _FC, _FV, _X0, _V0 = range(10)
-
-
 @njit
 def _assembly_force(delta, kser, ks, xt):
     """Force (N) of one compression-only assembly (ks in series with kc) compressed by delta (m)."""
@@ -47,14 +44,15 @@ def _assembly_force(delta, kser, ks, xt):
 @njit
 def _spring_force(x, p):
     """Net spring force (N) of the two opposed assemblies at position x (m), towards -x."""
-    return (_assembly_force(p[_D0] + x, p[_KSER], p[_KS], p[_XT])
-            - _assembly_force(p[_D0] - x, p[_KSER], p[_KS], p[_XT]))
+    d0, kser, ks, xt = p[SPRING.preload], p[SPRING.k_ser], p[SPRING.k_s], p[SPRING.x_transition]
+    return _assembly_force(d0 + x, kser, ks, xt) - _assembly_force(d0 - x, kser, ks, xt)
 
 
 @njit
 def _device_force(x, v, p):
     """Spring + damper + smoothed Coulomb friction (N) at position x (m), velocity v (m/s)."""
-    return _spring_force(x, p) + p[_B] * v + p[_FC] * math.tanh(v / p[_FV])
+    friction = p[SPRING.friction] * math.tanh(v / p[SPRING.friction_vel])
+    return _spring_force(x, p) + p[SPRING.damping] * v + friction
 
 
 class HardeningSpringDevice(Block):
@@ -137,33 +135,18 @@ class HardeningSpringDevice(Block):
                                    doc="velocity scale of the tanh friction smoothing"),
               "x0": Live(0.0, unit="m", doc="initial position"),
               "v0": Live(0.0, unit="m/s", doc="initial velocity")}
-    cstate = 2
+    derived = {"k_ser": Derived(lambda b: b.rates()[0], unit="N/m",
+                                doc="rate of one assembly below the transition"),
+               "k_s": Derived(lambda b: b.rates()[1], unit="N/m",
+                              doc="rate of one assembly above the transition")}
+    cstate = ("pos", "vel")
     position_states = (0,)
 
-    def configure(self) -> None:
-        self._check_rates("k_inner")
-
-    def _check_rates(self, name: str) -> None:
+    def validate(self, changed: str | None) -> None:
         if (self.k_inner is None) != (self.k_outer is None):
-            raise ParamError(name, "give both 'k_inner' and 'k_outer' (effective rates below "
-                                   "and above x_transition), or neither (then k_stiff and "
-                                   "k_compliant set them)")
-
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter (``k_inner`` and ``k_outer`` must stay both set or unset).
-
-        Raises
-        ------
-        ParamError
-            As :meth:`Block.set`, or if only one of ``k_inner``/``k_outer`` would be set.
-        """
-        old = self.values.get(name)
-        super().set(name, value)
-        try:
-            self._check_rates(name)
-        except ParamError:
-            self.values[name] = old
-            raise
+            raise ParamError(changed or "k_inner", "give both 'k_inner' and 'k_outer' "
+                             "(effective rates below and above x_transition), or neither "
+                             "(then k_stiff and k_compliant set them)")
 
     def rates(self) -> tuple[float, float]:
         """``(k_ser, ks)``: one assembly's rate below and above the transition (N/m)."""
@@ -172,14 +155,9 @@ class HardeningSpringDevice(Block):
         ks, kc = self.k_stiff, self.k_compliant
         return (ks * kc / (ks + kc) if ks + kc > 0.0 else 0.0), ks
 
-    def pack(self) -> np.ndarray:
-        kser, ks = self.rates()
-        return np.array([self.mass, self.damping, kser, ks, self.x_transition, self.preload,
-                         self.friction, self.friction_vel, self.x0, self.v0])
-
     def initial_state(self):
         x, d, m = super().initial_state()
-        x[:] = self.x0, self.v0
+        x[SPRING_X.pos], x[SPRING_X.vel] = self.x0, self.v0
         return x, d, m
 
     # ------------------------------------------------------------ closed forms (Python)
@@ -238,56 +216,60 @@ class HardeningSpringDevice(Block):
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, force, dx):
-        dx[0] = x[1]
-        dx[1] = (force[0] - _device_force(x[0], x[1], p)) / p[_M]
+        dx[SPRING_X.pos] = x[SPRING_X.vel]
+        fd = _device_force(x[SPRING_X.pos], x[SPRING_X.vel], p)
+        dx[SPRING_X.vel] = (force[0] - fd) / p[SPRING.mass]
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force, pos, vel, acc, device_force):
-        fd = _device_force(x[0], x[1], p)
-        pos[0] = x[0]
-        vel[0] = x[1]
-        acc[0] = (force[0] - fd) / p[_M]
+        fd = _device_force(x[SPRING_X.pos], x[SPRING_X.vel], p)
+        pos[0] = x[SPRING_X.pos]
+        vel[0] = x[SPRING_X.vel]
+        acc[0] = (force[0] - fd) / p[SPRING.mass]
         device_force[0] = fd
 
 
+SPRING, SPRING_X = HardeningSpringDevice.P, HardeningSpringDevice.X   # offsets by name
+
+
 # ============================================================== detent (turn-signal) switch
-# indices into the packed parameter vector of DetentSwitch
-(_SM2, _SM1, _SK0, _SA, _SW, _SB, _SFP, _SFN, _SFV, _SG, _SKC, _SCC, _SXS, _SKS, _SCS,
- _SX0, _SV0) = range(17)
 
 
 @njit
 def _switch_static(x2, p):
     """Position-dependent force (N, towards -x) on the mechanism: spring + detent + stop spring."""
-    f = p[_SK0] * x2 + p[_SA] * math.sin(p[_SW] * x2)
-    if x2 > p[_SXS]:
-        f += p[_SKS] * (x2 - p[_SXS])
-    elif x2 < -p[_SXS]:
-        f += p[_SKS] * (x2 + p[_SXS])
+    f = p[SWITCH.spring] * x2 + p[SWITCH.detent_force] * math.sin(p[SWITCH.detent_w] * x2)
+    if x2 > p[SWITCH.stop_pos]:
+        f += p[SWITCH.stop_stiffness] * (x2 - p[SWITCH.stop_pos])
+    elif x2 < -p[SWITCH.stop_pos]:
+        f += p[SWITCH.stop_stiffness] * (x2 + p[SWITCH.stop_pos])
     return f
 
 
 @njit
 def _switch_mech(x2, v2, p):
     """Total reaction (N, towards -x) of the mechanism at x2 (m), v2 (m/s)."""
-    f = p[_SK0] * x2 + p[_SA] * math.sin(p[_SW] * x2) + p[_SB] * v2
-    th = math.tanh(v2 / p[_SFV])
-    f += p[_SFP] * th if v2 > 0.0 else p[_SFN] * th
-    if x2 > p[_SXS]:
-        f += max(0.0, p[_SKS] * (x2 - p[_SXS]) + p[_SCS] * v2)
-    elif x2 < -p[_SXS]:
-        f += min(0.0, p[_SKS] * (x2 + p[_SXS]) + p[_SCS] * v2)
+    detent = p[SWITCH.detent_force] * math.sin(p[SWITCH.detent_w] * x2)
+    f = p[SWITCH.spring] * x2 + detent + p[SWITCH.damping] * v2
+    th = math.tanh(v2 / p[SWITCH.friction_vel])
+    f += p[SWITCH.friction_pos] * th if v2 > 0.0 else p[SWITCH.friction_neg] * th
+    xs, ks, cs = p[SWITCH.stop_pos], p[SWITCH.stop_stiffness], p[SWITCH.stop_damping]
+    if x2 > xs:
+        f += max(0.0, ks * (x2 - xs) + cs * v2)
+    elif x2 < -xs:
+        f += min(0.0, ks * (x2 + xs) + cs * v2)
     return f
 
 
 @njit
 def _switch_contact(dx, dv, p):
     """Force (N) the handle exerts on the mechanism through the backlash (+x positive)."""
-    if dx > p[_SG]:
-        return max(0.0, p[_SKC] * (dx - p[_SG]) + p[_SCC] * dv)
-    if dx < -p[_SG]:
-        return min(0.0, p[_SKC] * (dx + p[_SG]) + p[_SCC] * dv)
+    g, k, c = p[SWITCH.half_play], p[SWITCH.contact_stiffness], p[SWITCH.contact_damping]
+    if dx > g:
+        return max(0.0, k * (dx - g) + c * dv)
+    if dx < -g:
+        return min(0.0, k * (dx + g) + c * dv)
     return 0.0
 
 
@@ -375,47 +357,25 @@ class DetentSwitch(Block):
                                    doc="end-stop damping"),
               "x0": Live(0.0, unit="m", doc="initial position of handle and mechanism"),
               "v0": Live(0.0, unit="m/s", doc="initial velocity of handle and mechanism")}
-    cstate = 4
+    derived = {"detent_w": Derived(lambda b: 2.0 * math.pi / b.detent_pitch, unit="rad/m",
+                                   doc="detent wavenumber 2 pi / pitch"),
+               "half_play": Derived(lambda b: 0.5 * b.backlash, unit="m",
+                                    doc="free play each way, g = backlash / 2")}
+    cstate = ("handle_pos", "handle_vel", "lever_pos", "lever_vel")
     position_states = (0, 2)
 
-    def configure(self) -> None:
-        self._check_contact("contact_stiffness")
-
-    def _check_contact(self, name: str) -> None:
+    def validate(self, changed: str | None) -> None:
         softest = self.spring - 2.0 * math.pi * self.detent_force / self.detent_pitch
         if self.contact_stiffness + softest <= 0.0:
-            raise ParamError(name, f"parameter 'contact_stiffness' ({self.contact_stiffness:g} "
-                                   f"N/m) must exceed the steepest negative detent slope "
-                                   f"({-softest:g} N/m), or the handle cannot hold the "
-                                   "mechanism on a detent flank")
-
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter, keeping the contact stiffer than the detent flanks.
-
-        Raises
-        ------
-        ParamError
-            As :meth:`Block.set`, or if the contact would be softer than the
-            steepest detent flank (the old value is kept).
-        """
-        old = self.values.get(name)
-        super().set(name, value)
-        try:
-            self._check_contact(name)
-        except ParamError:
-            self.values[name] = old
-            raise
-
-    def pack(self) -> np.ndarray:
-        return np.array([self.mass, self.handle_mass, self.spring, self.detent_force,
-                         2.0 * math.pi / self.detent_pitch, self.damping, self.friction_pos,
-                         self.friction_neg, self.friction_vel, 0.5 * self.backlash,
-                         self.contact_stiffness, self.contact_damping, self.stop_pos,
-                         self.stop_stiffness, self.stop_damping, self.x0, self.v0])
+            raise ParamError(changed or "contact_stiffness",
+                             f"parameter 'contact_stiffness' ({self.contact_stiffness:g} N/m) "
+                             f"must exceed the steepest negative detent slope ({-softest:g} "
+                             "N/m), or the handle cannot hold the mechanism on a detent flank")
 
     def initial_state(self):
         x, d, m = super().initial_state()
-        x[:] = self.x0, self.v0, self.x0, self.v0
+        x[SWITCH_X.handle_pos] = x[SWITCH_X.lever_pos] = self.x0
+        x[SWITCH_X.handle_vel] = x[SWITCH_X.lever_vel] = self.v0
         return x, d, m
 
     # ------------------------------------------------------------ closed forms (Python)
@@ -552,18 +512,25 @@ class DetentSwitch(Block):
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, force, dx):
-        fk = _switch_contact(x[0] - x[2], x[1] - x[3], p)
-        dx[0] = x[1]
-        dx[1] = (force[0] - fk) / p[_SM1]
-        dx[2] = x[3]
-        dx[3] = (fk - _switch_mech(x[2], x[3], p)) / p[_SM2]
+        x1, v1, x2, v2 = (x[SWITCH_X.handle_pos], x[SWITCH_X.handle_vel],
+                          x[SWITCH_X.lever_pos], x[SWITCH_X.lever_vel])
+        fk = _switch_contact(x1 - x2, v1 - v2, p)
+        dx[SWITCH_X.handle_pos] = v1
+        dx[SWITCH_X.handle_vel] = (force[0] - fk) / p[SWITCH.handle_mass]
+        dx[SWITCH_X.lever_pos] = v2
+        dx[SWITCH_X.lever_vel] = (fk - _switch_mech(x2, v2, p)) / p[SWITCH.mass]
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force, pos, vel, acc, device_force, lever_pos):
-        fk = _switch_contact(x[0] - x[2], x[1] - x[3], p)
-        pos[0] = x[0]
-        vel[0] = x[1]
-        acc[0] = (force[0] - fk) / p[_SM1]
+        x1, v1, x2, v2 = (x[SWITCH_X.handle_pos], x[SWITCH_X.handle_vel],
+                          x[SWITCH_X.lever_pos], x[SWITCH_X.lever_vel])
+        fk = _switch_contact(x1 - x2, v1 - v2, p)
+        pos[0] = x1
+        vel[0] = v1
+        acc[0] = (force[0] - fk) / p[SWITCH.handle_mass]
         device_force[0] = fk
-        lever_pos[0] = x[2]
+        lever_pos[0] = x2
+
+
+SWITCH, SWITCH_X = DetentSwitch.P, DetentSwitch.X       # offsets by name

@@ -28,26 +28,27 @@ class MassSpringDamper(Block):
               "stiffness": Live(0.0, unit="N/m", check=nonnegative, doc="spring rate"),
               "x0": Live(0.0, unit="m", doc="initial position"),
               "v0": Live(0.0, unit="m/s", doc="initial velocity")}
-    cstate = 2
+    cstate = ("pos", "vel")
     position_states = (0,)
 
     def initial_state(self):
         x, d, m = super().initial_state()
-        x[:] = self.x0, self.v0
+        x[MSD_X.pos], x[MSD_X.vel] = self.x0, self.v0
         return x, d, m
 
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, force, dx):
-        dx[0] = x[1]
-        dx[1] = (force[0] - p[1] * x[1] - p[2] * x[0]) / p[0]
+        pos, vel = x[MSD_X.pos], x[MSD_X.vel]
+        dx[MSD_X.pos] = vel
+        dx[MSD_X.vel] = (force[0] - p[MSD.damping] * vel - p[MSD.stiffness] * pos) / p[MSD.mass]
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force, pos, vel, acc):
-        pos[0] = x[0]
-        vel[0] = x[1]
-        acc[0] = (force[0] - p[1] * x[1] - p[2] * x[0]) / p[0]
+        pos[0] = x[MSD_X.pos]
+        vel[0] = x[MSD_X.vel]
+        acc[0] = (force[0] - p[MSD.damping] * vel[0] - p[MSD.stiffness] * pos[0]) / p[MSD.mass]
 
 
 class BouncingBall(Block):
@@ -73,40 +74,45 @@ class BouncingBall(Block):
               "gravity": Live(9.81, unit="m/s^2", check=positive, doc="gravitational acceleration"),
               "h0": Live(1.0, unit="m", check=nonnegative, doc="initial height"),
               "v0": Live(0.0, unit="m/s", doc="initial velocity")}
-    cstate = 2
-    dstate = 1
-    istate = 1
+    cstate = ("height", "vel")
+    dstate = ("impact_time",)
+    istate = ("bounces",)
     nguards = 1
     position_states = (0,)
 
     def initial_state(self):
         x, d, m = super().initial_state()
-        x[:] = self.h0, self.v0
+        x[BALL_X.height], x[BALL_X.vel] = self.h0, self.v0
         return x, d, m
 
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, dx):
-        dx[0] = x[1]
-        dx[1] = -p[1]
+        dx[BALL_X.height] = x[BALL_X.vel]
+        dx[BALL_X.vel] = -p[BALL.gravity]
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, height, vel, bounces, impact_time):
-        height[0] = x[0]
-        vel[0] = x[1]
-        bounces[0] = m[0]
-        impact_time[0] = d[0]
+        height[0] = x[BALL_X.height]
+        vel[0] = x[BALL_X.vel]
+        bounces[0] = m[BALL_M.bounces]
+        impact_time[0] = d[BALL_D.impact_time]
 
     @staticmethod
     @njit
     def guard(t, x, d, m, p, g):
-        g[0] = x[0]
+        g[0] = x[BALL_X.height]
 
     @staticmethod
     @njit
     def reset(t, x, d, m, p, k):
-        x[0] = 0.0
-        x[1] = -p[0] * x[1]
-        m[0] += 1
-        d[0] = t
+        x[BALL_X.height] = 0.0
+        x[BALL_X.vel] = -p[BALL.restitution] * x[BALL_X.vel]
+        m[BALL_M.bounces] += 1
+        d[BALL_D.impact_time] = t
+
+
+# the offsets their kernels name
+MSD, MSD_X = MassSpringDamper.P, MassSpringDamper.X
+BALL, BALL_X, BALL_D, BALL_M = BouncingBall.P, BouncingBall.X, BouncingBall.D, BouncingBall.M

@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, between, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
@@ -72,12 +73,16 @@ class LinearMotor(Block):
                                      doc="end-stop spring rate"),
               "stop_damping": Live(200.0, unit="N s/m", check=nonnegative,
                                    doc="end-stop damping (only while in contact)")}
+    derived = {"omega": Derived(lambda b: 2.0 * math.pi * b.bandwidth, unit="rad/s",
+                                doc="corner of the force lag")}
     cstate = 1
 
-    def configure(self) -> None:
+    def validate(self, changed: str | None) -> None:
         if not self.pos_min < self.pos_max:
-            raise ParamError("pos_min", f"parameter 'pos_min' ({self.pos_min}) must be < "
-                                        f"'pos_max' ({self.pos_max})")
+            raise ParamError(changed or "pos_min", f"parameter 'pos_min' ({self.pos_min}) must "
+                                                   f"be < 'pos_max' ({self.pos_max})")
+
+    def configure(self) -> None:
         if self.end_stops:
             self.inputs = {"force_cmd": In(1, unit="N", doc="commanded force"),
                            "pos": In(1, unit="m", doc="carriage position"),
@@ -88,25 +93,6 @@ class LinearMotor(Block):
                 "at_limit": Out(1, dtype="b1", depends=("pos", "vel"),
                                 doc="carriage beyond the stroke")}
 
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter, keeping ``pos_min < pos_max``.
-
-        Raises
-        ------
-        ParamError
-            As :meth:`Block.set`, or if the stroke would be empty (old value kept).
-        """
-        old = self.values.get(name)
-        super().set(name, value)
-        if not self.pos_min < self.pos_max:
-            self.values[name] = old
-            raise ParamError(name, f"parameter 'pos_min' ({self.pos_min}) must be < 'pos_max' "
-                                   f"({self.pos_max})")
-
-    def pack(self) -> np.ndarray:
-        return np.array([2.0 * math.pi * self.bandwidth, self.peak_force, self.pos_min,
-                         self.pos_max, self.stop_stiffness, self.stop_damping])
-
     def kernels(self):
         k = {"deriv": LinearMotor.deriv, "output": LinearMotor.output}
         if self.end_stops:
@@ -116,8 +102,8 @@ class LinearMotor(Block):
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, force_cmd, dx):
-        u = min(max(force_cmd[0], -p[1]), p[1])
-        dx[0] = p[0] * (u - x[0])
+        u = min(max(force_cmd[0], -p[MOTOR.peak_force]), p[MOTOR.peak_force])
+        dx[0] = p[MOTOR.omega] * (u - x[0])
 
     @staticmethod
     @njit
@@ -127,15 +113,16 @@ class LinearMotor(Block):
     @staticmethod
     @njit
     def deriv_stops(t, x, d, m, p, force_cmd, pos, vel, dx):
-        u = min(max(force_cmd[0], -p[1]), p[1])
-        dx[0] = p[0] * (u - x[0])
+        u = min(max(force_cmd[0], -p[MOTOR.peak_force]), p[MOTOR.peak_force])
+        dx[0] = p[MOTOR.omega] * (u - x[0])
 
     @staticmethod
     @njit
     def output_stops(t, x, d, m, p, force_cmd, pos, vel, force, at_limit):
-        f = _end_stop(pos[0], vel[0], p[2], p[3], p[4], p[5])
+        lo, hi = p[MOTOR.pos_min], p[MOTOR.pos_max]
+        f = _end_stop(pos[0], vel[0], lo, hi, p[MOTOR.stop_stiffness], p[MOTOR.stop_damping])
         force[0] = x[0] + f
-        at_limit[0] = pos[0] > p[3] or pos[0] < p[2]
+        at_limit[0] = pos[0] > hi or pos[0] < lo
 
 
 @njit
@@ -172,9 +159,12 @@ class Encoder(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, true_pos, pos, counts):
-        c = math.floor(true_pos[0] / p[0])
+        c = math.floor(true_pos[0] / p[ENCODER.resolution])
         counts[0] = c
-        pos[0] = c * p[0]
+        pos[0] = c * p[ENCODER.resolution]
+
+
+MOTOR, ENCODER = LinearMotor.P, Encoder.P       # the offsets their kernels name
 
 
 # indices into the packed parameter vector of ImpedanceHead (sections follow at _SOS)

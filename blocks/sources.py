@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import Out
 from hapflow.rng import normal
@@ -111,7 +112,7 @@ class Step(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, y):
-        y[0] = p[2] if t >= p[0] else p[1]
+        y[0] = p[STEP.final] if t >= p[STEP.time] else p[STEP.initial]
 
 
 class Sine(Block):
@@ -130,19 +131,19 @@ class Sine(Block):
               "offset": Live(0.0, doc="constant added, in the output unit"),
               "unit": _UNIT}
 
+    derived = {"omega": Derived(lambda b: 2.0 * math.pi * b.frequency, unit="rad/s",
+                                doc="angular frequency")}
+
     def configure(self) -> None:
         _unit_outputs(self, derivatives=True)
-
-    def pack(self) -> np.ndarray:
-        return np.array([self.amplitude, 2.0 * math.pi * self.frequency, self.phase, self.offset])
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, y, dy, ddy):
-        a, w = p[0], p[1]
-        s = math.sin(w * t + p[2])
-        c = math.cos(w * t + p[2])
-        y[0] = p[3] + a * s
+        a, w = p[SINE.amplitude], p[SINE.omega]
+        s = math.sin(w * t + p[SINE.phase])
+        c = math.cos(w * t + p[SINE.phase])
+        y[0] = p[SINE.offset] + a * s
         dy[0] = a * w * c
         ddy[0] = -a * w * w * s
 
@@ -172,15 +173,14 @@ class Chirp(Block):
     def configure(self) -> None:
         _unit_outputs(self, derivatives=True)
 
-    def pack(self) -> np.ndarray:
-        log = 1.0 if self.method == "log" else 0.0
-        return np.array([self.amplitude, self.f_start, self.f_end, self.sweep_time, log])
+    derived = {"log": Derived(lambda b: b.method == "log", doc="1: logarithmic sweep")}
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, y, dy, ddy):
-        a = p[0]
-        phase, f, df = sweep(t, p[1], p[2], p[3], p[4] != 0.0)
+        a = p[CHIRP.amplitude]
+        phase, f, df = sweep(t, p[CHIRP.f_start], p[CHIRP.f_end], p[CHIRP.sweep_time],
+                             p[CHIRP.log] != 0.0)
         w = 2.0 * math.pi * f
         s = math.sin(phase)
         c = math.cos(phase)
@@ -278,47 +278,25 @@ class SweptSine(Block):
               "phase": Live(0.0, unit="rad", doc="phase added to phi"),
               "center": Live(0.0, unit="m", doc="centre position")}
 
-    def configure(self) -> None:
-        self._check_fade("fade")
-
-    def _check_fade(self, name: str) -> None:
+    def validate(self, changed: str | None) -> None:
         if 2.0 * self.fade > self.sweep_time:
-            raise ParamError(name, f"parameter 'fade' ({self.fade} s) must be at most half of "
-                                   f"'sweep_time' ({self.sweep_time} s): it fades in and out")
+            raise ParamError(changed or "fade", f"parameter 'fade' ({self.fade} s) must be at "
+                                                f"most half of 'sweep_time' ({self.sweep_time} "
+                                                "s): it fades in and out")
 
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter, keeping ``2 fade <= sweep_time``.
-
-        Raises
-        ------
-        ParamError
-            As :meth:`Block.set`, or if the change breaks ``2 fade <= sweep_time``
-            (the old value is kept).
-        """
-        old = self.values.get(name)
-        super().set(name, value)
-        try:
-            self._check_fade(name)
-        except ParamError:
-            self.values[name] = old
-            raise
-
-    def pack(self) -> np.ndarray:
-        log = 1.0 if self.method == "log" else 0.0
-        return np.array([self.amplitude, self.f_start, self.f_end, self.sweep_time, self.fade,
-                         self.phase, self.center, log])
+    derived = {"log": Derived(lambda b: b.method == "log", doc="1: logarithmic sweep")}
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, vel, acc):
-        a, T, fade = p[0], p[3], p[4]
-        phi, f, df = sweep(t, p[1], p[2], T, p[7] != 0.0)
+        a, T, fade = p[SWEPT.amplitude], p[SWEPT.sweep_time], p[SWEPT.fade]
+        phi, f, df = sweep(t, p[SWEPT.f_start], p[SWEPT.f_end], T, p[SWEPT.log] != 0.0)
         w, dw, ddw = _fade_envelope(t, fade, T)
         wp = 2.0 * math.pi * f
         wpp = 2.0 * math.pi * df
-        s = math.sin(phi + p[5])
-        c = math.cos(phi + p[5])
-        pos[0] = p[6] + a * w * s
+        s = math.sin(phi + p[SWEPT.phase])
+        c = math.cos(phi + p[SWEPT.phase])
+        pos[0] = p[SWEPT.center] + a * w * s
         vel[0] = a * (dw * s + w * wp * c)
         acc[0] = a * (ddw * s + 2.0 * dw * wp * c + w * (wpp * c - wp * wp * s))
 
@@ -510,7 +488,7 @@ class WhiteNoise(Block):
 
     params = {"std": Live(1.0, check=nonnegative, doc="standard deviation, in the output unit"),
               "unit": _UNIT}
-    dstate = 1
+    dstate = ("sample",)
     random_streams = 1
 
     def configure(self) -> None:
@@ -519,14 +497,19 @@ class WhiteNoise(Block):
     @staticmethod
     @njit
     def init(x, d, m, p):
-        d[0] = p[0] * normal(m, 0)
+        d[NOISE_D.sample] = p[NOISE.std] * normal(m, 0)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, y):
-        y[0] = d[0]
+        y[0] = d[NOISE_D.sample]
 
     @staticmethod
     @njit
     def update(t, x, d, m, p):
-        d[0] = p[0] * normal(m, 0)
+        d[NOISE_D.sample] = p[NOISE.std] * normal(m, 0)
+
+
+# the offsets their kernels name
+STEP, SINE, CHIRP, SWEPT = Step.P, Sine.P, Chirp.P, SweptSine.P
+NOISE, NOISE_D = WhiteNoise.P, WhiteNoise.D

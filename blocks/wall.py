@@ -29,27 +29,21 @@ drives to huge forces).
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out
-
-# parameters (see VirtualWall.pack)
-_K, _B, _X0, _DIR, _RES, _T, _PC = range(7)
-# discrete state: previous samples and force, observed energy, samples seen, work entries for update
-_XP, _XPP, _FP, _E, _SEEN, _W_F, _W_E = range(7)
-
 
 @njit
 def _wall_force(x, v, p):
     """Desired spring-damper force on the finger (N, along +x), never pulling."""
-    pen = p[_DIR] * (x - p[_X0])
+    pen = p[WALL.direction] * (x - p[WALL.wall])
     if pen <= 0.0:
         return 0.0
-    push = p[_K] * pen + p[_B] * p[_DIR] * v
-    return -p[_DIR] * push if push > 0.0 else 0.0
+    push = p[WALL.stiffness] * pen + p[WALL.damping] * p[WALL.direction] * v
+    return -p[WALL.direction] * push if push > 0.0 else 0.0
 
 
 @njit
@@ -92,33 +86,38 @@ class VirtualWall(Block):
                                  doc="bound of the position measurement error (encoder count)"),
               "passivity": Structural("tdpa", kind="str", check=one_of("off", "tdpa"),
                                       doc="energy observer and controller, or none")}
-    dstate = 7
-
-    def pack(self) -> np.ndarray:
-        return np.append(super().pack(), [self.sample_time, self.passivity == "tdpa"])
+    derived = {"period": Derived(lambda b: b.sample_time, unit="s", doc="sample time T"),
+               "tdpa": Derived(lambda b: b.passivity == "tdpa", doc="1: passivity control on")}
+    # previous two samples and force, observed energy, samples seen; the work entries carry
+    # what output computed to update (see hapflow/block.py)
+    dstate = ("x_prev", "x_prev2", "f_prev", "energy", "seen", "work_force", "work_energy")
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, force, energy):
-        xn = pos[0]
-        v = (xn - d[_XP]) / p[_T] if d[_SEEN] >= 1.0 else 0.0
-        e = d[_E] - d[_FP] * (xn - d[_XP]) if d[_SEEN] >= 1.0 else 0.0
+        xn, x_prev, f_prev, seen = pos[0], d[WALL_D.x_prev], d[WALL_D.f_prev], d[WALL_D.seen]
+        period, r = p[WALL.period], p[WALL.resolution]
+        v = (xn - x_prev) / period if seen >= 1.0 else 0.0
+        e = d[WALL_D.energy] - f_prev * (xn - x_prev) if seen >= 1.0 else 0.0
         f = _wall_force(xn, v, p)
-        if p[_PC] != 0.0:
+        if p[WALL.tdpa] != 0.0:
             # next displacement, extrapolated with the last second difference
-            step = 2.0 * xn - 3.0 * d[_XP] + d[_XPP] if d[_SEEN] >= 2.0 else v * p[_T]
-            f = _passive_force(f, step, e - p[_RES] * abs(f - d[_FP]))
-        e -= p[_RES] * abs(f - d[_FP])
+            step = 2.0 * xn - 3.0 * x_prev + d[WALL_D.x_prev2] if seen >= 2.0 else v * period
+            f = _passive_force(f, step, e - r * abs(f - f_prev))
+        e -= r * abs(f - f_prev)
         force[0] = f
-        energy[0] = d[_E]
-        d[_W_F] = f
-        d[_W_E] = e
+        energy[0] = d[WALL_D.energy]
+        d[WALL_D.work_force] = f
+        d[WALL_D.work_energy] = e
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, pos):
-        d[_XPP] = d[_XP]
-        d[_XP] = pos[0]
-        d[_FP] = d[_W_F]
-        d[_E] = d[_W_E]
-        d[_SEEN] += 1.0
+        d[WALL_D.x_prev2] = d[WALL_D.x_prev]
+        d[WALL_D.x_prev] = pos[0]
+        d[WALL_D.f_prev] = d[WALL_D.work_force]
+        d[WALL_D.energy] = d[WALL_D.work_energy]
+        d[WALL_D.seen] += 1.0
+
+
+WALL, WALL_D = VirtualWall.P, VirtualWall.D       # offsets by name

@@ -21,12 +21,25 @@ class CubicSpring(hf.Block):
     inputs = {"pos": hf.In(1, unit="m", doc="deflection")}
     outputs = {"force": hf.Out(1, unit="N", doc="spring force")}
     params = {"k1": hf.Live(100.0, unit="N/m", check=hf.nonnegative, doc="linear rate"),
-              "k3": hf.Live(1e6, unit="N/m^3", check=hf.nonnegative, doc="cubic rate")}
+              "k3": hf.Live(1e6, unit="N/m^3", check=hf.nonnegative, doc="cubic rate"),
+              "max_force": hf.Live(50.0, unit="N", check=hf.positive,
+                                   doc="force the spring is rated for")}
+
+    def validate(self, changed):
+        """A rule between parameters: the rated force is reached within 50 mm."""
+        reach = self.k1 * 0.05 + self.k3 * 0.05 ** 3
+        if reach < self.max_force:
+            raise hf.ParamError(changed or "max_force",
+                                f"'max_force' ({self.max_force} N) must be reached within "
+                                f"50 mm (k1, k3 give {reach:g} N there)")
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, force):
-        force[0] = -p[0] * pos[0] - p[1] * pos[0] ** 3
+        force[0] = -p[CUBIC.k1] * pos[0] - p[CUBIC.k3] * pos[0] ** 3
+
+
+CUBIC = CubicSpring.P      # the parameters' offsets, by name, for the kernel
 
 
 def main() -> None:

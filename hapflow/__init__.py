@@ -5,17 +5,19 @@ Build a :class:`Graph` of typed blocks in Python or load one from YAML
 """
 __version__ = "0.1.0"
 
-from .block import Block  # noqa: E402
+from .block import Block, ParamError  # noqa: E402
 from .errors import GraphError, HapflowError, SimulationError  # noqa: E402
 from .graph import Graph  # noqa: E402
+from .names import Derived  # noqa: E402
 from .params import Live, Structural, at_least, between, nonnegative, one_of, positive  # noqa: E402
 from .ports import In, Out  # noqa: E402
 from .simulation import RunResult, Simulation, simulate  # noqa: E402
 from .yamlio import load, loads, save, to_yaml  # noqa: E402
 
-__all__ = ["Block", "Graph", "GraphError", "HapflowError", "In", "Live", "Out", "RunResult",
-           "Simulation", "SimulationError", "Structural", "at_least", "between", "load",
-           "loads", "nonnegative", "one_of", "positive", "save", "simulate", "to_yaml"]
+__all__ = ["Block", "Derived", "Graph", "GraphError", "HapflowError", "In", "Live", "Out",
+           "ParamError", "RunResult", "Simulation", "SimulationError", "Structural", "at_least",
+           "between", "load", "loads", "nonnegative", "one_of", "positive", "save", "simulate",
+           "to_yaml"]
 
 
 def __getattr__(name: str):

@@ -6,8 +6,9 @@ parameters packed, initial state, random streams from the run's seed, the
 ``init`` kernels), but for all runs at once (:meth:`Filler.fill`): a
 block's packed parameters and initial state are computed once per distinct
 value of the parameters they read, and a block with the default
-:meth:`~hapflow.block.Block.pack` gets its varied values written into the
-run-by-parameter matrix by numpy indexing, with no Python call per run.
+:meth:`~hapflow.block.Block.pack` and no derived parameters gets its varied
+values written into the run-by-parameter matrix by numpy indexing, with no
+Python call per run.
 
 Two layouts advance the runs:
 
@@ -246,7 +247,8 @@ class Filler:
                  errors: list) -> list[_Column]:
         """The coerced values of ``params`` of block ``name``; invalid ones fail their runs."""
         block = self.sim.graph.nodes[name].block
-        plain = type(block).set is Block.set           # else its own set() checks more
+        # else its own set() or validate() checks more than each value alone
+        plain = type(block).set is Block.set and type(block).validate is Block.validate
         out = []
         for param in params:
             spec = block.params[param]
@@ -310,7 +312,8 @@ class Filler:
 
         packed, read = _traced(block, pack)
         varied = [c for c in columns if c.param in read]
-        if varied and type(block).pack is Block.pack and all(c.array is not None for c in varied):
+        if varied and type(block).pack is Block.pack and not block.derived \
+                and all(c.array is not None for c in varied):       # values go where they are
             put_p(slice(None), packed)
             for c in varied:
                 rows["f"][:, start + self._offset(block, c.param)] = c.array

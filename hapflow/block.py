@@ -37,6 +37,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from .names import SCALAR_KINDS, Derived, offsets, state_sizes
 from .params import Param
 from .ports import In, Out
 
@@ -61,10 +62,14 @@ class Block:
     """Base class of every block.
 
     Subclasses declare ``inputs``, ``outputs`` (dicts of :class:`In`/:class:`Out`),
-    ``params`` (dict of :class:`Live`/:class:`Structural`), the state sizes
+    ``params`` (dict of :class:`Live`/:class:`Structural`), ``derived``
+    parameters (:class:`hapflow.names.Derived`), the state sizes or names
     ``cstate``, ``dstate``, ``istate``, the number of event functions
     ``nguards``, and static ``@njit`` kernels (see the module docstring).
     ``configure`` may change ports and sizes from structural parameters.
+    The class gets the offsets its kernels use by name: ``P`` (parameters,
+    unless it overrides :meth:`pack`), and ``X``, ``D``, ``M`` for states
+    declared by name (see :mod:`hapflow.names`).
 
     Parameters
     ----------
@@ -80,6 +85,8 @@ class Block:
     inputs: ClassVar[dict[str, In]] = {}
     outputs: ClassVar[dict[str, Out]] = {}
     params: ClassVar[dict[str, Param]] = {}
+    derived: ClassVar[dict[str, Derived]] = {}
+    """Parameters computed from the declared ones, packed after the live ones."""
     cstate: int = 0
     dstate: int = 0
     istate: int = 0
@@ -103,12 +110,29 @@ class Block:
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        clash = [n for n in cls.params if hasattr(Block, n) or n in ("type", "rate", "tick_offset")]
+        clash = [n for n in (*cls.params, *cls.derived)
+                 if hasattr(Block, n) or n in ("type", "rate", "tick_offset")]
+        clash += [n for n in cls.derived if n in cls.params]
         if clash:
-            raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes "
-                            "or the graph-file block keys type/rate/tick_offset")
+            raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes, "
+                            "the graph-file block keys type/rate/tick_offset or a parameter")
+        cls._name_offsets()
         from .registry import register
         register(cls)
+
+    @classmethod
+    def _name_offsets(cls) -> None:
+        """``X``, ``D``, ``M`` for states declared by name, ``P`` for the default packing."""
+        for attr, title in (("cstate", "X"), ("dstate", "D"), ("istate", "M")):
+            sizes = state_sizes(cls.__dict__.get(attr))
+            if sizes is not None:
+                setattr(cls, title, offsets(f"{cls.__name__}_{title}", sizes))
+                setattr(cls, attr, sum(size for _, size in sizes))
+        if cls.pack is Block.pack:
+            sizes = [(n, 1 if s.kind in SCALAR_KINDS else None)
+                     for n, s in cls.params.items() if s.live]
+            cls.P = offsets(f"{cls.__name__}_P", sizes + [(n, d.size) for n, d in
+                                                           cls.derived.items()])
 
     def __init__(self, **values: Any):
         self.values: dict[str, Any] = {}
@@ -129,6 +153,7 @@ class Block:
         self.inputs = dict(type(self).inputs)
         self.outputs = dict(type(self).outputs)
         self.configure()
+        self.validate(None)
 
     @staticmethod
     def _coerce(name: str, spec: Param, value: Any) -> Any:
@@ -147,16 +172,53 @@ class Block:
     def configure(self) -> None:
         """Adjust ports and state sizes from structural parameters (override)."""
 
+    def validate(self, changed: str | None) -> None:
+        """Check the rules between parameters (override); the base class calls it once the
+        block is built and after every :meth:`set`, which it undoes when this raises.
+
+        Parameters
+        ----------
+        changed : str or None
+            The parameter just set (None while the block is built): the one to
+            name in the error when a rule between several breaks.
+
+        Raises
+        ------
+        ParamError
+            Naming the parameter and saying what would be valid.
+        """
+
     def pack(self) -> np.ndarray:
         """Live parameters as the flat ``float64`` vector the kernels receive as ``p``.
 
-        The default concatenates live parameters in declaration order.
-        Override to precompute design-time quantities (filter coefficients);
-        the length must not depend on live values.
+        The default concatenates live parameters in declaration order, then the
+        ``derived`` ones (kernels find them by name: ``p[P.name]``).  Blocks that
+        override it (to be replaced by ``derived``) get no ``P``; the length must
+        not depend on live values.
+
+        Raises
+        ------
+        ParamError
+            If a derived parameter's value does not have its declared size.
         """
         parts = [np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel()
                  for n, s in self.params.items() if s.live]
+        for name, spec in self.derived.items():
+            part = np.atleast_1d(np.asarray(spec.value(self), dtype=np.float64)).ravel()
+            if part.size != spec.size:
+                raise ParamError(name, f"derived parameter {name!r} of {type(self).__name__} "
+                                       f"has {part.size} values, declared {spec.size}")
+            parts.append(part)
         return np.concatenate(parts) if parts else np.zeros(0)
+
+    def packed_names(self) -> list[tuple[str, int, str]] | None:
+        """Name, size and unit of each value :meth:`pack` packs, in order (None when a
+        subclass packs by hand)."""
+        if type(self).pack is not Block.pack:
+            return None
+        out = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).size, s.unit)
+               for n, s in self.params.items() if s.live]
+        return out + [(n, d.size, d.unit) for n, d in self.derived.items()]
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Initial continuous, discrete and integer state (override; default zeros)."""
@@ -241,7 +303,8 @@ class Block:
         Raises
         ------
         ParamError
-            If the parameter is unknown, structural, or the value is invalid.
+            If the parameter is unknown, structural, or the value is invalid,
+            alone or with the others (:meth:`validate`; the old value is kept).
         """
         spec = self.params.get(name)
         if spec is None:
@@ -251,7 +314,13 @@ class Block:
         if not spec.live:
             raise ParamError(name, f"parameter {name!r} is structural: it changes the generated "
                                    "code, so rebuild the graph to change it")
+        old = self.values[name]
         self.values[name] = self._coerce(name, spec, value)
+        try:
+            self.validate(name)
+        except ParamError:
+            self.values[name] = old
+            raise
 
     def structural_key(self) -> tuple:
         """Everything about this block that shapes the generated code (for the cache hash)."""

@@ -29,6 +29,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
+from .names import constant_field
 from .simplify import simplify
 
 
@@ -127,7 +128,9 @@ def _locals(fn: ast.FunctionDef, params: set[str]) -> tuple[set[str], set[str]]:
 class _Rewriter(ast.NodeTransformer):
     def __init__(self, arrays: dict[str, ArrayArg], scalars: dict[str, ast.expr],
                  local_names: set[str], loop_only: set[str], prefix: str,
-                 resolve: Callable[[str], str], view: Callable[[ArrayArg], str]):
+                 resolve: Callable[[str], str], view: Callable[[ArrayArg], str],
+                 value_of: Callable[[str], object]):
+        self.value_of = value_of
         self.loop_only = loop_only
         self.arrays, self.scalars = arrays, scalars
         self.local_names, self.prefix, self.resolve = local_names, prefix, resolve
@@ -184,6 +187,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if isinstance(node.value, ast.Name) and node.value.id in self.arrays and node.attr == "size":
             return ast.Constant(self.arrays[node.value.id].size)
+        if isinstance(node.value, ast.Name) and node.value.id not in self.local_names:
+            offset = constant_field(self.value_of(node.value.id), node.attr)
+            if offset is not None:                  # P.mass: a named offset (hapflow.names)
+                return ast.Constant(offset)
         return self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -268,6 +275,9 @@ def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
         py = getattr(fn, "py_func", fn)
         closure = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in py.__closure__ or ())))
 
+        def value_of(name: str) -> object:
+            return closure[name] if name in closure else py.__globals__.get(name)
+
         def lookup(name: str) -> str | ast.expr:
             if name in closure or name in py.__globals__:
                 value = closure[name] if name in closure else py.__globals__[name]
@@ -278,7 +288,8 @@ def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
                 return name
             raise _NotInlinable
 
-        rewriter = _Rewriter(arrays, scalars, local_names, loop_only, prefix, lookup, view)
+        rewriter = _Rewriter(arrays, scalars, local_names, loop_only, prefix, lookup, view,
+                             value_of)
         body = [rewriter.visit(stmt) for stmt in body]
         body = simplify(body, {prefix + name for name in local_names})
         if element is not None:

@@ -13,6 +13,7 @@ from numba.core import event
 
 import hapflow as hf
 from hapflow.compiler import compile_graph
+from hapflow.layout import float_bases
 from hapflow.partition import cut
 from tests.evals.test_engine import Allocating, mixed_graph
 
@@ -177,7 +178,11 @@ def test_a_kernel_that_does_not_compile_is_named(mode):
 def test_source_names_every_offset_and_event_field():
     program = compile_graph(hf.load(ROOT / "graphs" / "bouncing_ball.yaml"), interpret=True)
     head = program.source.split("def ")[0]
-    assert "#   f[18]          paddle.y                     [m]" in head
+    y = float_bases(program.layout)["sf"] + program.layout.signals[("paddle", "y")].start
+    assert f"#   {f'f[{y}]':<14} {'paddle.y':<28} [m]" in head
+    omega = float_bases(program.layout)["p"] + program.layout.blocks["paddle"]["p"].start \
+        + type(program.checked.graph.nodes["paddle"].block).P.omega
+    assert f"#   {f'f[{omega}]':<14} {'paddle.p.omega':<28} [rad/s]" in head      # by name
     assert "ev[EV_J]" in program.source and "ev[8]" not in program.source
 
 

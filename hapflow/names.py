@@ -1,0 +1,98 @@
+"""Named parameters and states: the offsets kernels use, generated from declarations.
+
+A kernel reads its packed parameters and its state by name through constants
+the block class gets from its declarations, never from a table kept by hand::
+
+    class Spring(Block):
+        params = {"k": Live(100.0, unit="N/m"), "x0": Live(0.0, unit="m")}
+        derived = {"k2": Derived(lambda b: 2.0 * b.k, unit="N/m")}
+        cstate = ("pos", "vel")
+
+    @njit
+    def deriv(t, x, d, m, p, force, dx):
+        dx[X.pos] = x[X.vel]
+        dx[X.vel] = force[0] - p[P.k2] * x[X.pos]
+
+    P, X = Spring.P, Spring.X       # module globals the kernels name
+
+``P`` holds the offset of every parameter in the packed vector ``p`` (live
+parameters in declaration order, then the ``derived`` ones, as the default
+:meth:`hapflow.block.Block.pack` packs them); ``X``, ``D`` and ``M`` the
+offsets of named continuous, discrete and integer states (``cstate``,
+``dstate``, ``istate`` given as names instead of counts; a name with a
+size takes ``{"name": size}``).  They are named tuples of ints: numba reads
+them as compile-time constants, and the code generator folds them into the
+offsets it writes (:mod:`hapflow.inline`), so a named access costs nothing.
+An array parameter (kind ``floats``) has a length known only from its
+value: parameters after it get no constant (declare arrays last).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+from dataclasses import dataclass
+from typing import Any, Callable
+
+SCALAR_KINDS = ("float", "int", "bool")
+"""Parameter kinds that pack as one value."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A parameter computed from the declared ones, packed after them.
+
+    Parameters
+    ----------
+    value : callable
+        ``value(block) -> float or array`` from the block's parameter values
+        (read as attributes, e.g. ``block.k_stiff``).
+    unit : str
+        SI unit.
+    doc : str
+        One line for the block reference.
+    size : int
+        Number of packed values.
+    """
+
+    value: Callable[[Any], Any]
+    unit: str = ""
+    doc: str = ""
+    size: int = 1
+
+
+def offsets(title: str, sizes: list[tuple[str, int | None]]) -> tuple:
+    """A named tuple ``title`` with each name's offset, the sizes laid end to end; names
+    after one of unknown size (None) are left out."""
+    fields: dict[str, int] = {}
+    at = 0
+    for name, size in sizes:
+        fields[name] = at
+        if size is None:
+            break
+        at += size
+    return namedtuple(title, list(fields))(**fields)
+
+
+def state_sizes(declared: Any) -> list[tuple[str, int]] | None:
+    """``cstate``/``dstate``/``istate`` given as names: ``("pos", "vel")`` or
+    ``{"q": 3, "mode": 1}`` as (name, size) pairs; None when given as a count."""
+    if isinstance(declared, dict):
+        return [(str(name), int(size)) for name, size in declared.items()]
+    if isinstance(declared, (tuple, list)):
+        return [(str(name), 1) for name in declared]
+    return None
+
+
+def spans(named: tuple, total: int) -> list[tuple[str, int, int]]:
+    """``(name, offset, size)`` of each field of an offsets tuple whose sizes add to
+    ``total``."""
+    ends = [*named[1:], total]
+    return [(name, at, end - at) for name, at, end in zip(named._fields, named, ends)]
+
+
+def constant_field(value: Any, attr: str) -> int | None:
+    """``value.attr`` when ``value`` is an offsets tuple (a named tuple of ints), else None."""
+    if isinstance(value, tuple) and attr in getattr(value, "_fields", ()):
+        field = getattr(value, attr)
+        if isinstance(field, int) and not isinstance(field, bool):
+            return field
+    return None

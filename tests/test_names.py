@@ -1,0 +1,122 @@
+"""Named parameters and states (hapflow/names.py) and the validation hook (Block.validate)."""
+import numpy as np
+import pytest
+from numba import njit
+
+import hapflow as hf
+from hapflow.block import Block, ParamError
+from hapflow.names import Derived
+from hapflow.params import Live, positive
+from hapflow.ports import In, Out
+
+
+class NamedSpring(Block):
+    """A mass on a spring, written with names: m a = force - 2 k x.
+
+    Ports
+    -----
+    force : in, (1,), N
+    pos   : out, (1,), m
+    """
+
+    inputs = {"force": In(1, unit="N")}
+    outputs = {"pos": Out(1, unit="m", depends="state")}
+    params = {"mass": Live(2.0, unit="kg", check=positive),
+              "k": Live(50.0, unit="N/m"),
+              "x_min": Live(-1.0, unit="m"),
+              "x_max": Live(1.0, unit="m")}
+    derived = {"k2": Derived(lambda b: 2.0 * b.k, unit="N/m", doc="both springs")}
+    cstate = ("pos", "vel")
+
+    def validate(self, changed):
+        if not self.x_min < self.x_max:
+            raise ParamError(changed or "x_min", "'x_min' must be < 'x_max'")
+
+    @staticmethod
+    @njit
+    def deriv(t, x, d, m, p, force, dx):
+        dx[SX.pos] = x[SX.vel]
+        dx[SX.vel] = (force[0] - p[SP.k2] * x[SX.pos]) / p[SP.mass]
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, force, pos):
+        pos[0] = x[SX.pos]
+
+
+SP, SX = NamedSpring.P, NamedSpring.X
+
+
+def test_offsets_follow_the_declarations_and_pack_puts_values_there():
+    assert NamedSpring.P == (0, 1, 2, 3, 4) and NamedSpring.P._fields[-1] == "k2"
+    assert NamedSpring.X == (0, 1) and NamedSpring.cstate == 2
+    block = NamedSpring(k=30.0)
+    p = block.pack()
+    assert p[SP.k] == 30.0 and p[SP.k2] == 60.0 and p[SP.mass] == 2.0 and p.size == 5
+    assert [n for n, _, _ in block.packed_names()] == list(NamedSpring.P._fields)
+
+
+def test_a_derived_value_of_the_wrong_size_is_named():
+    class Wrong(Block):
+        params = {"a": Live(1.0)}
+        derived = {"pair": Derived(lambda b: [b.a, b.a], size=1)}
+    with pytest.raises(ParamError, match="derived parameter 'pair' of Wrong has 2 values, "
+                                         "declared 1"):
+        Wrong().pack()
+
+
+def test_no_offsets_after_an_array_parameter_or_for_a_block_that_packs_by_hand():
+    class Arrays(Block):
+        params = {"a": Live(1.0), "gains": Live([1.0, 2.0], kind="floats"), "b": Live(0.0)}
+
+    class ByHand(Block):
+        params = {"a": Live(1.0)}
+
+        def pack(self):
+            return np.array([2.0 * self.a])
+    assert Arrays.P._fields == ("a", "gains") and not hasattr(ByHand, "P")
+    assert ByHand().packed_names() is None
+
+
+def test_validate_runs_on_construction_and_set_is_undone_when_it_fails():
+    with pytest.raises(ParamError, match="x_min"):
+        NamedSpring(x_min=2.0)
+    block = NamedSpring()
+    with pytest.raises(ParamError) as err:
+        block.set("x_max", -3.0)
+    assert err.value.param == "x_max" and block.x_max == 1.0       # named, and rolled back
+    block.set("x_max", 3.0)
+    assert block.x_max == 3.0
+
+
+GRAPH = """\
+name: named
+rate: 1000
+blocks:
+  drive: {type: Step, time: 0.0, initial: 0.0, final: 1.0, unit: N}
+  spring: {type: NamedSpring, mass: 0.5, k: 40.0}
+wires:
+  - drive.y -> spring.force
+record: [spring.pos]
+"""
+
+
+def test_the_generated_source_folds_names_to_offsets_and_lists_them():
+    sim = hf.Simulation(hf.loads(GRAPH))
+    source = sim.program.source
+    slot = sim.layout.blocks["spring"]["p"]
+    base = 0
+    for array in ("x", "d"):
+        base += sim.layout.sizes[array]
+    k2 = base + slot.start + SP.k2
+    assert f"f[{k2}]" in source and "g_SP" not in source and "g_SX" not in source
+    assert f"#   f[{k2}]" in source and "spring.p.k2" in source and "spring.x.vel" in source
+
+
+def test_a_named_kernel_follows_its_closed_form():
+    sim = hf.Simulation(hf.loads(GRAPH))
+    result = sim.run(0.5, progress=False)
+    k2, mass = 80.0, 0.5                        # x(t) = (1 - cos(w t)) / k2 under a unit step
+    w = np.sqrt(k2 / mass)
+    want = (1.0 - np.cos(w * result.time)) / k2
+    np.testing.assert_allclose(result["spring.pos"][:, 0], want, atol=2e-6)
