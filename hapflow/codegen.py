@@ -58,7 +58,6 @@ from .graph import Checked
 from .inline import ArrayArg, ExprArg, inline
 from .inline import size as kernel_size
 from .lanes import Flat, Lanes, registers
-from .names import spans
 from .layout import FLOAT_ARRAYS, STATS_SIZE, Layout, float_bases
 from .partition import cut
 from .schedule import Call, Schedule
@@ -667,13 +666,18 @@ class Generator:
         """The symbol header: where every state, parameter and signal lives, by name."""
         rows = []
         for name, slots in self.layout.blocks.items():
-            block = self.graph.nodes[name].block
             for key, what in (("x", "continuous state"), ("d", "discrete state"),
                               ("p", "parameters"), ("m", "integer state")):
                 slot = slots[key]
                 array, start = self._flat(slot.array, slot.start)
-                for field, offset, size, role in self._named(block, key, slot.size, what):
-                    rows.append((array, start + offset, size, f"{name}.{key}{field}", role))
+                named = self.layout.fields.get((name, key), [])
+                for field, offset, size, unit in named:
+                    role = f"[{unit}]" if unit else what[:-1] if key == "p" else what
+                    rows.append((array, start + offset, size, f"{name}.{key}.{field}", role))
+                rest = slot.size - sum(size for _, _, size, _ in named)
+                if rest:                  # unnamed: the whole slot, or what follows the names
+                    rows.append((array, start + slot.size - rest, rest, f"{name}.{key}",
+                                 what if not named else "random streams"))
         for (block, port), slot in self.layout.signals.items():
             rows.append((*self._flat(slot.array, slot.start), slot.size, f"{block}.{port}",
                          f"[{slot.unit}]" if slot.unit else ""))
@@ -685,27 +689,6 @@ class Generator:
             where = f"{array}[{start}]" if size == 1 else f"{array}[{start}:{start + size}]"
             lines.append(f"#   {where:<14} {name:<28} {what}".rstrip())
         return lines + [""]
-
-    @staticmethod
-    def _named(block, key: str, size: int, what: str) -> list[tuple[str, int, int, str]]:
-        """Rows of the symbol header for slot ``key`` of ``block``: one per named parameter
-        or state (:mod:`hapflow.names`), else the whole slot."""
-        whole = [("", 0, size, what)] if size else []
-        if key == "p":
-            names = block.packed_names()
-            if names is None:
-                return whole
-            rows, at = [], 0
-            for field, n, unit in names:
-                rows.append((f".{field}", at, n, f"[{unit}]" if unit else "parameter"))
-                at += n
-            return rows
-        count = {"x": "cstate", "d": "dstate", "m": "istate"}[key]
-        named, own = getattr(type(block), key.upper(), None), getattr(block, count)
-        if named is None or own != getattr(type(block), count):   # resized by configure
-            return whole
-        rows = [(f".{field}", at, n, what) for field, at, n in spans(named, own)]
-        return rows + ([("", own, size - own, "random streams")] if size > own else [])
 
     def generate(self) -> str:
         """The module source (see :meth:`build`)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import names
 from .graph import Checked
 
 SIGNAL_ARRAYS = {"f8": "sf", "i8": "si", "b1": "sb"}
@@ -57,7 +58,8 @@ class Layout:
 
     ``signals`` maps ``(block, port)`` of outputs to slots; inputs read their
     driver's slot (``inputs``).  ``blocks`` maps block name to its state and
-    parameter slots under keys 'x', 'd', 'm', 'p', 'g'.
+    parameter slots under keys 'x', 'd', 'm', 'p', 'g'; ``fields`` the named
+    values inside them (:func:`hapflow.names.fields`) by ``(block, key)``.
     """
 
     signals: dict[tuple[str, str], Slot] = field(default_factory=dict)
@@ -66,12 +68,19 @@ class Layout:
     log: dict[tuple[str, str], Slot] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     position_states: tuple[int, ...] = ()
+    fields: dict[tuple[str, str], list[tuple[str, int, int, str]]] = field(default_factory=dict)
 
     def symbols(self) -> dict[str, Slot]:
-        """Every slot by dotted name: ``blk.port``, ``blk.x``, ``blk.p`` ..."""
+        """Every slot by dotted name: ``blk.port``, ``blk.x``, ``blk.p`` ..., and each named
+        parameter or state in them: ``blk.p.mass``, ``blk.x.pos``."""
         table = {f"{b}.{p}": s for (b, p), s in self.signals.items()}
         for name, slots in self.blocks.items():
-            table.update({f"{name}.{k}": s for k, s in slots.items() if s.size})
+            for key, slot in slots.items():
+                if slot.size:
+                    table[f"{name}.{key}"] = slot
+                for field_name, at, size, unit in self.fields.get((name, key), ()):
+                    table[f"{name}.{key}.{field_name}"] = Slot(
+                        slot.array, slot.start + at, slot.start + at + size, (), unit or None)
         return table
 
 
@@ -96,6 +105,10 @@ def build_layout(checked: Checked) -> Layout:
         positions += [x.start + k for k in block.position_states]
         layout.blocks[name] = {"x": x, "d": take("d", block.dstate), "m": take("m", block.istate + block.random_streams),
                                "p": take("p", block.pack().size), "g": take("g", block.nguards)}
+        for key in "xdmp":
+            named = names.fields(block, key)
+            if named:
+                layout.fields[(name, key)] = named
     for (name, port), w in checked.drivers.items():
         layout.inputs[(name, port)] = layout.signals[w.src]
     for key in graph.recorded:

@@ -96,3 +96,22 @@ def constant_field(value: Any, attr: str) -> int | None:
         if isinstance(field, int) and not isinstance(field, bool):
             return field
     return None
+
+
+def fields(block: Any, key: str) -> list[tuple[str, int, int, str]]:
+    """``(name, offset, size, unit)`` of each named value in slot ``key`` (``p``, ``x``,
+    ``d`` or ``m``) of ``block``, in order; empty when the slot is not named (a block
+    that packs by hand, states given as counts or resized by ``configure``)."""
+    if key == "p":
+        names = block.packed_names()
+        out, at = [], 0
+        for name, size, unit in names or ():
+            out.append((name, at, size, unit))
+            at += size
+        return out
+    count = {"x": "cstate", "d": "dstate", "m": "istate"}[key]
+    named = getattr(type(block), key.upper(), None)
+    own = getattr(block, count)
+    if not hasattr(named, "_fields") or own != getattr(type(block), count):
+        return []
+    return [(name, at, size, "") for name, at, size in spans(named, own)]
