@@ -40,34 +40,33 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived, offsets
 from hapflow.params import Live, Structural, at_least, between, positive
 from hapflow.ports import In, Out
 
 from .estimation import _chol, _right_solve
 
-# parameters
-_MASS, _GRAV, _E0, _SIG_T, _SIG_J, _SIG_V, _RATE, _B, _W, _ITER = range(10)
-# discrete state header; then rings: paddle pos[B], paddle vel[B], impact t[W+1], J[W+1]
+# discrete state: a header, then rings: paddle pos[B], paddle vel[B], impact t[W+1], J[W+1]
 # (one more than the window: the impact before it carries the estimate forward);
-# then Newton work space: three residual vectors of 2W - 1
-_NOW, _LAST_T, _V, _E, _RES, _RING = range(6)
+# then Newton work space: three residual vectors of 2W - 1 (sizes from structural parameters)
+HEADER = offsets("ObserverHeader", [("now", 1), ("last_t", 1), ("v", 1), ("e", 1), ("res", 1),
+                                    ("ring", None)])
 
 
 @njit
 def _paddle(d, p, s):
     """Measured paddle position (m) and velocity (m/s) at time ``s``: cubic Hermite between ticks."""
-    b, rate = int(p[_B]), p[_RATE]
-    now = int(d[_NOW])
+    b, rate = int(p[OBSERVER.buffer_size]), p[OBSERVER.sample_rate]
+    now = int(d[HEADER.now])
     j = min(max(int(math.floor(s * rate)), now - b + 1), now - 1)
     h = 1.0 / rate
     u = s * rate - j
     k0, k1 = j % b, (j + 1) % b
-    p0, p1 = d[_RING + k0], d[_RING + k1]
-    m0, m1 = d[_RING + b + k0] * h, d[_RING + b + k1] * h
+    p0, p1 = d[HEADER.ring + k0], d[HEADER.ring + k1]
+    m0, m1 = d[HEADER.ring + b + k0] * h, d[HEADER.ring + b + k1] * h
     u2, u3 = u * u, u * u * u
     pos = (2 * u3 - 3 * u2 + 1) * p0 + (u3 - 2 * u2 + u) * m0 + (3 * u2 - 2 * u3) * p1 + (u3 - u2) * m1
     vel = ((6 * u2 - 6 * u) * p0 + (3 * u2 - 4 * u + 1) * m0 + (6 * u - 6 * u2) * p1
@@ -79,7 +78,7 @@ def _paddle(d, p, s):
 def _gap(d, p, ta, ya, va, s):
     """Ball height above the paddle (m) at ``s`` on the flight from ``(ta, ya, va)``."""
     tau = s - ta
-    return ya + va * tau - 0.5 * p[_GRAV] * tau * tau - _paddle(d, p, s)[0]
+    return ya + va * tau - 0.5 * p[OBSERVER.gravity] * tau * tau - _paddle(d, p, s)[0]
 
 
 @njit
@@ -92,21 +91,21 @@ def impact_map(d, p, ta, va, e):
     finite residuals that point the Newton steps back.
     """
     ya = _paddle(d, p, ta)[0]
-    h = 1.0 / p[_RATE]
-    tmax = d[_NOW] * h
+    h = 1.0 / p[OBSERVER.sample_rate]
+    tmax = d[HEADER.now] * h
     lo = ta + 1e-9
     tb = lo
     if _gap(d, p, ta, ya, va, lo) > 0.0:
         tb = tmax
         while lo < tmax:
-            hi = min(max((math.floor(lo * p[_RATE]) + 1.0) * h, lo + 0.5 * h), tmax)
+            hi = min(max((math.floor(lo * p[OBSERVER.sample_rate]) + 1.0) * h, lo + 0.5 * h), tmax)
             if _gap(d, p, ta, ya, va, hi) <= 0.0:
                 tb = _root(d, p, ta, ya, va, lo, hi)
                 break
             lo = hi
     vp = _paddle(d, p, tb)[1]
-    vminus = va - p[_GRAV] * (tb - ta)
-    return tb, vp + e * (vp - vminus), p[_MASS] * (1.0 + e) * (vp - vminus)
+    vminus = va - p[OBSERVER.gravity] * (tb - ta)
+    return tb, vp + e * (vp - vminus), p[OBSERVER.mass] * (1.0 + e) * (vp - vminus)
 
 
 @njit
@@ -130,28 +129,28 @@ def _root(d, p, ta, ya, va, lo, hi):
 @njit
 def _impact(d, p, k):
     """Index in ``d`` of the time of impact ``k`` (its impulse follows ``W + 1`` later)."""
-    return _RING + 2 * int(p[_B]) + k % (int(p[_W]) + 1)
+    return HEADER.ring + 2 * int(p[OBSERVER.buffer_size]) + k % (int(p[OBSERVER.window_size]) + 1)
 
 
 @njit
 def _work(p):
     """Start of the Newton work space: nodes v[W], trial nodes[W], A[(W+1)^2], g[W+1], step[W+1]."""
-    return _RING + 2 * int(p[_B]) + 2 * (int(p[_W]) + 1)
+    return HEADER.ring + 2 * int(p[OBSERVER.buffer_size]) + 2 * (int(p[OBSERVER.window_size]) + 1)
 
 
 @njit
 def _cost(d, p, first, n, nodes, e):
     """Sum of squared weighted residuals of the window for shooting nodes ``d[nodes:nodes+n]``."""
-    lag = int(p[_W]) + 1
+    lag = int(p[OBSERVER.window_size]) + 1
     k0 = _impact(d, p, first)
     vp0 = _paddle(d, p, d[k0])[1]
-    r = (p[_MASS] * (1.0 + e) * (d[nodes] - vp0) / e - d[k0 + lag]) / p[_SIG_J]
+    r = (p[OBSERVER.mass] * (1.0 + e) * (d[nodes] - vp0) / e - d[k0 + lag]) / p[OBSERVER.sigma_j]
     cost = r * r
     for j in range(n - 1):
         kb = _impact(d, p, first + j + 1)
         tb, vb, jb = impact_map(d, p, d[_impact(d, p, first + j)], d[nodes + j], e)
-        rt, rj = (tb - d[kb]) / p[_SIG_T], (jb - d[kb + lag]) / p[_SIG_J]
-        rv = (vb - d[nodes + j + 1]) / p[_SIG_V]
+        rt, rj = (tb - d[kb]) / p[OBSERVER.sigma_t], (jb - d[kb + lag]) / p[OBSERVER.sigma_j]
+        rv = (vb - d[nodes + j + 1]) / p[OBSERVER.sigma_v]
         cost += rt * rt + rj * rj + rv * rv
     return cost
 
@@ -159,7 +158,7 @@ def _cost(d, p, first, n, nodes, e):
 @njit
 def _normal_equations(d, p, first, n, e, a, g):
     """Gauss-Newton normal equations ``A = J'J``, ``g = J'r`` over (v_0..v_{n-1}, e) into d."""
-    lag, q = int(p[_W]) + 1, n + 1
+    lag, q = int(p[OBSERVER.window_size]) + 1, n + 1
     nodes = _work(p)
     for i in range(q * q):
         d[a + i] = 0.0
@@ -168,9 +167,9 @@ def _normal_equations(d, p, first, n, e, a, g):
     k0 = _impact(d, p, first)
     vp0 = _paddle(d, p, d[k0])[1]
     # impulse of the first impact from its node: J = m (1 + e)(v - vp) / e
-    r = (p[_MASS] * (1.0 + e) * (d[nodes] - vp0) / e - d[k0 + lag]) / p[_SIG_J]
-    jv = p[_MASS] * (1.0 + e) / e / p[_SIG_J]
-    je = -p[_MASS] * (d[nodes] - vp0) / (e * e) / p[_SIG_J]
+    r = (p[OBSERVER.mass] * (1.0 + e) * (d[nodes] - vp0) / e - d[k0 + lag]) / p[OBSERVER.sigma_j]
+    jv = p[OBSERVER.mass] * (1.0 + e) / e / p[OBSERVER.sigma_j]
+    je = -p[OBSERVER.mass] * (d[nodes] - vp0) / (e * e) / p[OBSERVER.sigma_j]
     _accumulate(d, a, g, q, 0, jv, n, je, -1, 0.0, r)
     he = 1e-7
     for j in range(n - 1):
@@ -180,9 +179,9 @@ def _normal_equations(d, p, first, n, e, a, g):
         t0, v0, j0 = impact_map(d, p, ta, v, e)            # the impact map and its sensitivities
         t1, v1, j1 = impact_map(d, p, ta, v + hv, e)
         t2, v2, j2 = impact_map(d, p, ta, v, e + he)
-        for pred, dpv, dpe, meas, sig, nxt in ((t0, (t1 - t0) / hv, (t2 - t0) / he, d[kb], p[_SIG_T], 0.0),
-                                               (j0, (j1 - j0) / hv, (j2 - j0) / he, d[kb + lag], p[_SIG_J], 0.0),
-                                               (v0, (v1 - v0) / hv, (v2 - v0) / he, d[nodes + j + 1], p[_SIG_V], 1.0)):
+        for pred, dpv, dpe, meas, sig, nxt in ((t0, (t1 - t0) / hv, (t2 - t0) / he, d[kb], p[OBSERVER.sigma_t], 0.0),
+                                               (j0, (j1 - j0) / hv, (j2 - j0) / he, d[kb + lag], p[OBSERVER.sigma_j], 0.0),
+                                               (v0, (v1 - v0) / hv, (v2 - v0) / he, d[nodes + j + 1], p[OBSERVER.sigma_v], 1.0)):
             _accumulate(d, a, g, q, j, dpv / sig, n, dpe / sig, j + 1 if nxt else -1, -nxt / sig,
                         (pred - meas) / sig)
 
@@ -206,13 +205,13 @@ def _newton(d, p, first, n):
     """Levenberg-damped Gauss-Newton steps on the window; returns the RMS weighted residual."""
     q = n + 1
     nodes = _work(p)
-    trial = nodes + int(p[_W])
-    a = trial + int(p[_W])
+    trial = nodes + int(p[OBSERVER.window_size])
+    a = trial + int(p[OBSERVER.window_size])
     g = a + q * q
     step = g + q
     fac = step + q                                       # Cholesky factor of the damped A
-    for _ in range(int(p[_ITER])):
-        e = d[_E]
+    for _ in range(int(p[OBSERVER.newton_steps])):
+        e = d[HEADER.e]
         cost = _cost(d, p, first, n, nodes, e)
         _normal_equations(d, p, first, n, e, a, g)
         lam = 0.0
@@ -230,10 +229,10 @@ def _newton(d, p, first, n):
             if math.isfinite(en) and _cost(d, p, first, n, trial, en) < cost:
                 for i in range(n):
                     d[nodes + i] = d[trial + i]
-                d[_E] = en
+                d[HEADER.e] = en
                 break
             lam = 1e-4 if lam == 0.0 else 10.0 * lam
-    return math.sqrt(_cost(d, p, first, n, nodes, d[_E]) / (3 * n - 2))
+    return math.sqrt(_cost(d, p, first, n, nodes, d[HEADER.e]) / (3 * n - 2))
 
 
 class RestitutionObserver(Block):
@@ -283,45 +282,42 @@ class RestitutionObserver(Block):
                                        doc="Newton steps per impact d"),
               "buffer": Structural(4096, kind="int", check=at_least(16),
                                    doc="ticks of paddle motion kept")}
+    derived = {"sample_rate": Derived(lambda b: _rate(b), unit="Hz", doc="sample rate 1/T"),
+               "buffer_size": Derived(lambda b: b.buffer, doc="ring length B"),
+               "window_size": Derived(lambda b: b.window, doc="impacts per window N"),
+               "newton_steps": Derived(lambda b: b.iterations, doc="Newton steps per impact")}
     istate = 1
 
     def configure(self) -> None:
         q = self.window + 1
-        self.dstate = _RING + 2 * self.buffer + 2 * q + 2 * self.window + 2 * q * q + 2 * q
-
-    def pack(self) -> np.ndarray:
-        if self.sample_time is None:
-            raise ParamError("buffer", "the observer needs the graph's rate (add it to a graph)")
-        return np.array([self.mass, self.gravity, self.e0, self.sigma_t, self.sigma_j,
-                         self.sigma_v, 1.0 / self.sample_time, self.buffer, self.window,
-                         self.iterations])
+        self.dstate = HEADER.ring + 2 * self.buffer + 2 * q + 2 * self.window + 2 * q * q + 2 * q
 
     def initial_state(self):
         x, d, m = super().initial_state()
-        d[_E] = self.e0
+        d[HEADER.e] = self.e0
         return x, d, m
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, paddle_pos, paddle_vel, impact_time, impulse,
                restitution, velocity, residual, impacts):
-        restitution[0] = d[_E]
-        velocity[0] = d[_V]
-        residual[0] = d[_RES]
+        restitution[0] = d[HEADER.e]
+        velocity[0] = d[HEADER.v]
+        residual[0] = d[HEADER.res]
         impacts[0] = m[0]
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, paddle_pos, paddle_vel, impact_time, impulse):
-        b, w = int(p[_B]), int(p[_W])
-        i = int(round(t * p[_RATE]))
-        d[_NOW] = i
-        d[_RING + i % b] = paddle_pos[0]
-        d[_RING + b + i % b] = paddle_vel[0]
-        if i == 0 or impact_time[0] == d[_LAST_T]:     # the first sample is the baseline
-            d[_LAST_T] = impact_time[0]
+        b, w = int(p[OBSERVER.buffer_size]), int(p[OBSERVER.window_size])
+        i = int(round(t * p[OBSERVER.sample_rate]))
+        d[HEADER.now] = i
+        d[HEADER.ring + i % b] = paddle_pos[0]
+        d[HEADER.ring + b + i % b] = paddle_vel[0]
+        if i == 0 or impact_time[0] == d[HEADER.last_t]:     # the first sample is the baseline
+            d[HEADER.last_t] = impact_time[0]
             return
-        d[_LAST_T] = impact_time[0]
+        d[HEADER.last_t] = impact_time[0]
         k = m[0]
         d[_impact(d, p, k)] = impact_time[0]
         d[_impact(d, p, k) + w + 1] = impulse[0]
@@ -330,9 +326,19 @@ class RestitutionObserver(Block):
         if n < 2:
             return
         first = max(0, n - w)                   # the window grows to N impacts, then slides
-        e, nodes = d[_E], _work(p)
+        e, nodes = d[HEADER.e], _work(p)
         for j in range(n - first):              # shooting nodes from the measured impulses
             kj = _impact(d, p, first + j)
-            d[nodes + j] = _paddle(d, p, d[kj])[1] + e * d[kj + w + 1] / (p[_MASS] * (1.0 + e))
-        d[_RES] = _newton(d, p, first, n - first)
-        d[_V] = d[nodes]
+            d[nodes + j] = _paddle(d, p, d[kj])[1] + e * d[kj + w + 1] / (p[OBSERVER.mass] * (1.0 + e))
+        d[HEADER.res] = _newton(d, p, first, n - first)
+        d[HEADER.v] = d[nodes]
+
+
+def _rate(block: Block) -> float:
+    """The observer's sample rate (it interpolates the paddle between ticks)."""
+    if block.sample_time is None:
+        raise ParamError("buffer", "the observer needs the graph's rate (add it to a graph)")
+    return 1.0 / block.sample_time
+
+
+OBSERVER = RestitutionObserver.P       # the offsets its kernels name

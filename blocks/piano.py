@@ -46,16 +46,10 @@ from numba import njit
 
 from hapflow import designs
 from hapflow.block import Block
+from hapflow.names import offsets
 from hapflow.params import Live, between, nonnegative, positive
 from hapflow.ports import In, Out
 
-# shared parameter vector head (both models)
-_LF, _LB, _PX, _PY, _JK, _MK, _JH, _MH, _G, _QS = range(10)
-# model-specific entries follow
-_E_LAND, _W_CATCH = 10, 11                           # model A
-_K1, _CK, _K2, _C2 = 10, 11, 12, 13                  # model B
-# discrete state: strike pulse and event times
-_PULSE, _T_STRIKE, _T_RELEASE, _T_CATCH = range(4)
 # integer state: mode, strikes
 RIDING, FLYING, UNLOADED = 1, 2, 3
 
@@ -73,6 +67,9 @@ _GEOMETRY = {
     "q_string": Live(0.35, unit="rad", doc="hammer angle at which it strikes the string"),
 }
 
+GEOMETRY = offsets("PianoGeometry", [(name, 1) for name in _GEOMETRY])
+"""Offsets of the geometry both models pack first (their ``P`` agree on these)."""
+
 _EVENT_OUTPUTS = {
     "strike": Out(1, unit="rad/s", depends="state",
                   doc="hammer speed at a string strike, for the one tick after it; else 0"),
@@ -88,9 +85,9 @@ _EVENT_OUTPUTS = {
 @njit(cache=True)          # also called from Python (equilibrium): compiled once per cache
 def slider(s, p):
     """Constraint angle phi(s) (rad), dphi/ds, d2phi/ds2 and shank distance |r| (m)."""
-    a = p[_LB]
+    a = p[GEOMETRY.key_back]
     c, sn = math.cos(s), math.sin(s)
-    rx, ry = a * c - p[_PX], a * sn - p[_PY]
+    rx, ry = a * c - p[GEOMETRY.pivot_x], a * sn - p[GEOMETRY.pivot_y]
     drx, dry = -a * sn, a * c
     dd = rx * rx + ry * ry
     num = rx * dry - ry * drx
@@ -102,16 +99,16 @@ def slider(s, p):
 @njit
 def shank_offset(s, q, p):
     """Signed distance (m) of S_K from the shank line, positive above it (S_K pushes the hammer)."""
-    rx = p[_LB] * math.cos(s) - p[_PX]
-    ry = p[_LB] * math.sin(s) - p[_PY]
+    rx = p[GEOMETRY.key_back] * math.cos(s) - p[GEOMETRY.pivot_x]
+    ry = p[GEOMETRY.key_back] * math.sin(s) - p[GEOMETRY.pivot_y]
     return -rx * math.sin(q) + ry * math.cos(q)
 
 
 @njit
 def finger_force(s, acc, fkh, q, p):
     """Force (N) the key pushes up on the finger, from the key's equation of motion."""
-    torque = p[_JK] * acc + p[_MK] * p[_G] * math.cos(s) + fkh * p[_LB] * math.cos(s - q)
-    return torque / (p[_LF] * math.cos(s))
+    torque = p[GEOMETRY.key_inertia] * acc + p[GEOMETRY.key_moment] * p[GEOMETRY.gravity] * math.cos(s) + fkh * p[GEOMETRY.key_back] * math.cos(s - q)
+    return torque / (p[GEOMETRY.key_front] * math.cos(s))
 
 
 @njit
@@ -120,10 +117,10 @@ def _hammer_outputs(x, d, m, hammer, hammer_vel, strike, strike_time, release_ti
     """The outputs both models share: hammer state, strike pulse, event times and counts."""
     hammer[0] = x[2]
     hammer_vel[0] = x[3]
-    strike[0] = d[_PULSE]
-    strike_time[0] = d[_T_STRIKE]
-    release_time[0] = d[_T_RELEASE]
-    catch_time[0] = d[_T_CATCH]
+    strike[0] = d[ACTION_D.pulse]
+    strike_time[0] = d[ACTION_D.strike_time]
+    release_time[0] = d[ACTION_D.release_time]
+    catch_time[0] = d[ACTION_D.catch_time]
     strikes[0] = m[1]
     mode[0] = m[0]
 
@@ -132,8 +129,8 @@ def _hammer_outputs(x, d, m, hammer, hammer_vel, strike, strike_time, release_ti
 def _strike(t, x, d, m):
     """Elastic string strike: reverse the hammer's angular velocity, emit the note."""
     x[3] = -x[3]
-    d[_PULSE] = abs(x[3])
-    d[_T_STRIKE] = t
+    d[ACTION_D.pulse] = abs(x[3])
+    d[ACTION_D.strike_time] = t
     m[1] += 1
 
 
@@ -143,7 +140,7 @@ def _riding_force(s, v, a, p):
     """Model A1: hammer angle, speed, and the key-hammer force F_KH (N) the constraint needs."""
     phi, dphi, ddphi, dist = slider(s, p)
     acc = ddphi * v * v + dphi * a
-    return phi, dphi * v, acc, (p[_JH] * acc + p[_MH] * p[_G] * math.cos(phi)) / dist
+    return phi, dphi * v, acc, (p[GEOMETRY.hammer_inertia] * acc + p[GEOMETRY.hammer_moment] * p[GEOMETRY.gravity] * math.cos(phi)) / dist
 
 
 @njit
@@ -156,19 +153,19 @@ def _a_release(t, x, d, m, s, v, a, p):
     phi, w, _, _ = _riding_force(s, v, a, p)
     x[2], x[3] = phi, w
     m[0] = FLYING
-    d[_T_RELEASE] = t
+    d[ACTION_D.release_time] = t
 
 
 @njit
 def _a_land(t, x, d, m, s, v, a, p):
     """Hammer meets the key: bounce with restitution, or caught when the rebound is slow."""
     phi, w, _, fkh = _riding_force(s, v, a, p)
-    rebound = p[_E_LAND] * (w - x[3])
+    rebound = p[PIANO_A.e_land] * (w - x[3])
     x[2] = phi
-    if rebound < p[_W_CATCH]:
+    if rebound < p[PIANO_A.w_catch]:
         x[3] = w
         m[0] = RIDING
-        d[_T_CATCH] = t
+        d[ACTION_D.catch_time] = t
     else:
         x[3] = w + rebound
 
@@ -177,7 +174,7 @@ class _PianoAction(Block):
     """State layout and start of both models: ``x = (q_k, q_k', q, q')``, riding, no events yet."""
 
     cstate = 4
-    dstate = 4
+    dstate = ("pulse", "strike_time", "release_time", "catch_time")
     istate = 2
     nguards = 3
     position_states = (0, 2)
@@ -185,7 +182,7 @@ class _PianoAction(Block):
     def initial_state(self):
         x, d, m = super().initial_state()
         m[0] = RIDING
-        d[_T_STRIKE] = d[_T_RELEASE] = d[_T_CATCH] = -1.0
+        d[ACTION_D.strike_time] = d[ACTION_D.release_time] = d[ACTION_D.catch_time] = -1.0
         return x, d, m
 
 
@@ -253,7 +250,7 @@ class PianoActionA(_PianoAction):
         if m[0] == RIDING:
             dx[3] = _riding_force(key[0], key_vel[0], key_acc[0], p)[2]
         else:
-            dx[3] = -p[_MH] * p[_G] * math.cos(x[2]) / p[_JH]
+            dx[3] = -p[GEOMETRY.hammer_moment] * p[GEOMETRY.gravity] * math.cos(x[2]) / p[GEOMETRY.hammer_inertia]
 
     @staticmethod
     @njit
@@ -265,7 +262,7 @@ class PianoActionA(_PianoAction):
         else:
             g[0] = 1.0
             g[1] = -shank_offset(key[0], x[2], p)
-            g[2] = p[_QS] - x[2]
+            g[2] = p[GEOMETRY.q_string] - x[2]
 
     @staticmethod
     @njit
@@ -281,7 +278,7 @@ class PianoActionA(_PianoAction):
     @njit
     def update(t, x, d, m, p, key, key_vel, key_acc):
         s, v, a = key[0], key_vel[0], key_acc[0]
-        d[_PULSE] = 0.0
+        d[ACTION_D.pulse] = 0.0
         if m[0] == RIDING:
             phi, w, _, fkh = _riding_force(s, v, a, p)
             x[2], x[3] = phi, w                      # exactly on the constraint at each tick
@@ -289,7 +286,7 @@ class PianoActionA(_PianoAction):
                 _a_release(t, x, d, m, s, v, a, p)
         elif shank_offset(s, x[2], p) >= 0.0 and x[3] <= _riding_force(s, v, a, p)[1]:
             _a_land(t, x, d, m, s, v, a, p)          # met the key exactly at a tick
-        elif x[2] >= p[_QS] and x[3] > 0.0:
+        elif x[2] >= p[GEOMETRY.q_string] and x[3] > 0.0:
             _strike(t, x, d, m)
 
 
@@ -298,13 +295,13 @@ class PianoActionA(_PianoAction):
 def _b_contact_force(x, p):
     """Model B1: spring-damper force F_KH (N) of the slider spring k2 (raw: may be < 0)."""
     qk, wk, q, w = x[0], x[1], x[2], x[3]
-    a = p[_LB]
-    rx, ry = a * math.cos(qk) - p[_PX], a * math.sin(qk) - p[_PY]
+    a = p[GEOMETRY.key_back]
+    rx, ry = a * math.cos(qk) - p[GEOMETRY.pivot_x], a * math.sin(qk) - p[GEOMETRY.pivot_y]
     sn, c = math.sin(q), math.cos(q)
     delta = -rx * sn + ry * c
     # d(delta)/dt: the key point moves with r' = a (-sin qk, cos qk) qk'; the normal turns with -q' u
     ddelta = (a * math.sin(qk) * sn + a * math.cos(qk) * c) * wk - (rx * c + ry * sn) * w
-    return p[_K2] * delta + p[_C2] * ddelta, delta, rx * c + ry * sn
+    return p[PIANO_B.k2] * delta + p[PIANO_B.c2] * ddelta, delta, rx * c + ry * sn
 
 
 class PianoActionB(_PianoAction):
@@ -371,9 +368,9 @@ class PianoActionB(_PianoAction):
         def torques(z):
             x = np.array([z[0], 0.0, z[1], 0.0])
             fkh, _, dist = _b_contact_force(x, p)
-            return [p[_K1] * (s - z[0]) - p[_MK] * p[_G] * math.cos(z[0])
-                    - fkh * p[_LB] * math.cos(z[0] - z[1]),
-                    -p[_MH] * p[_G] * math.cos(z[1]) + fkh * dist]
+            return [p[PIANO_B.k1] * (s - z[0]) - p[GEOMETRY.key_moment] * p[GEOMETRY.gravity] * math.cos(z[0])
+                    - fkh * p[GEOMETRY.key_back] * math.cos(z[0] - z[1]),
+                    -p[GEOMETRY.hammer_moment] * p[GEOMETRY.gravity] * math.cos(z[1]) + fkh * dist]
 
         def solve() -> np.ndarray:
             from scipy.optimize import fsolve      # design time only (and cached: 0.4 s import)
@@ -386,7 +383,7 @@ class PianoActionB(_PianoAction):
     def output(t, x, d, m, p, key, force, contact_force, indicator, key_angle, hammer,
                hammer_vel, strike, strike_time, release_time, catch_time, strikes, mode):
         fkh, delta, _ = _b_contact_force(x, p)
-        force[0] = p[_K1] * (key[0] - x[0]) / (p[_LF] * math.cos(key[0]))
+        force[0] = p[PIANO_B.k1] * (key[0] - x[0]) / (p[GEOMETRY.key_front] * math.cos(key[0]))
         contact_force[0] = max(fkh, 0.0) if m[0] == RIDING and delta > 0.0 else 0.0
         indicator[0] = fkh if m[0] == RIDING else -delta
         key_angle[0] = x[0]
@@ -400,10 +397,10 @@ class PianoActionB(_PianoAction):
         if m[0] != RIDING or delta <= 0.0 or fkh < 0.0:   # (the last two only between events)
             fkh = 0.0
         dx[0] = x[1]
-        dx[1] = (p[_K1] * (key[0] - x[0]) - p[_CK] * x[1] - p[_MK] * p[_G] * math.cos(x[0])
-                 - fkh * p[_LB] * math.cos(x[0] - x[2])) / p[_JK]
+        dx[1] = (p[PIANO_B.k1] * (key[0] - x[0]) - p[PIANO_B.c_k] * x[1] - p[GEOMETRY.key_moment] * p[GEOMETRY.gravity] * math.cos(x[0])
+                 - fkh * p[GEOMETRY.key_back] * math.cos(x[0] - x[2])) / p[GEOMETRY.key_inertia]
         dx[2] = x[3]
-        dx[3] = (-p[_MH] * p[_G] * math.cos(x[2]) + fkh * dist) / p[_JH]
+        dx[3] = (-p[GEOMETRY.hammer_moment] * p[GEOMETRY.gravity] * math.cos(x[2]) + fkh * dist) / p[GEOMETRY.hammer_inertia]
 
     @staticmethod
     @njit
@@ -416,7 +413,7 @@ class PianoActionB(_PianoAction):
             g[0], g[1] = -fkh, delta
         else:
             g[0], g[1] = 1.0, -delta
-        g[2] = p[_QS] - x[2] if mode != RIDING else 1.0
+        g[2] = p[GEOMETRY.q_string] - x[2] if mode != RIDING else 1.0
 
     @staticmethod
     @njit
@@ -424,13 +421,13 @@ class PianoActionB(_PianoAction):
         mode = m[0]
         if k == 0 and mode == RIDING:
             m[0] = UNLOADED
-            d[_T_RELEASE] = t
+            d[ACTION_D.release_time] = t
         elif k == 0 or (k == 1 and mode == FLYING):
             m[0] = RIDING
-            d[_T_CATCH] = t
+            d[ACTION_D.catch_time] = t
         elif k == 1:
             if mode == RIDING:
-                d[_T_RELEASE] = t
+                d[ACTION_D.release_time] = t
             m[0] = FLYING
         else:
             _strike(t, x, d, m)
@@ -438,16 +435,20 @@ class PianoActionB(_PianoAction):
     @staticmethod
     @njit
     def update(t, x, d, m, p, key):
-        d[_PULSE] = 0.0
+        d[ACTION_D.pulse] = 0.0
         fkh, delta, _ = _b_contact_force(x, p)
         mode = m[0]
         if mode != FLYING and delta < 0.0:           # state changes between ticks
             if mode == RIDING:
-                d[_T_RELEASE] = t
+                d[ACTION_D.release_time] = t
             m[0] = FLYING
         elif mode == RIDING and fkh < 0.0:
             m[0] = UNLOADED
-            d[_T_RELEASE] = t
+            d[ACTION_D.release_time] = t
         elif mode != RIDING and delta > 0.0 and fkh > 0.0:
             m[0] = RIDING
-            d[_T_CATCH] = t
+            d[ACTION_D.catch_time] = t
+
+
+# the offsets their kernels name
+ACTION_D, PIANO_A, PIANO_B = _PianoAction.D, PianoActionA.P, PianoActionB.P

@@ -66,9 +66,9 @@ def test_impact_map_reproduces_the_simulated_flights():
     block = hf.blocks.RestitutionObserver(buffer=2048)
     block.sample_time = 1e-3
     p, d = block.pack(), np.zeros(block.dstate)
-    d[impact._RING:impact._RING + len(r.time)] = r["paddle.y"][:, 0]
-    d[impact._RING + 2048:impact._RING + 2048 + len(r.time)] = r["paddle.dy"][:, 0]
-    d[impact._NOW] = len(r.time) - 1
+    d[impact.HEADER.ring:impact.HEADER.ring + len(r.time)] = r["paddle.y"][:, 0]
+    d[impact.HEADER.ring + 2048:impact.HEADER.ring + 2048 + len(r.time)] = r["paddle.dy"][:, 0]
+    d[impact.HEADER.now] = len(r.time) - 1
     k = np.nonzero(np.diff(r["ball.impacts"][:, 0]))[0] + 1
     t, j = r["ball.impact_time"][k, 0], r["ball.impulse"][k, 0]
     for a in range(len(t) - 1):

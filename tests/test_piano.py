@@ -143,3 +143,10 @@ def test_scenario_graphs_reproduce_seed_003_timeline(model):
     assert 1.0 < strike < 1.5 and r["piano.strikes"][-1, 0] == 1
     landing = np.unique(catches[catches > strike])[0]
     assert abs(landing - 1.5) < 0.05
+
+
+def test_both_models_pack_the_shared_geometry_where_its_helpers_read_it():
+    from hapflow.blocks.piano import GEOMETRY, PianoActionA, PianoActionB
+    for model in (PianoActionA, PianoActionB):
+        assert model.P[:len(GEOMETRY)] == tuple(GEOMETRY)
+        assert model.P._fields[:len(GEOMETRY)] == GEOMETRY._fields
