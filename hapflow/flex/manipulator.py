@@ -71,30 +71,36 @@ TABLE_4_8 = np.array([13.72, 43.88, 66.96, 127.25, 147.23, 171.95, 204.93])
 MASTERS = np.array([0, 1, 2, 3, 4, 13, 14, 24, 25])
 
 
-def sections(E: float = E_ALUMINIUM) -> dict[str, Section]:
-    """Rod sections of the five links (assumption 4)."""
-    return {k: Section.rod(E, d, m / length) for k, (length, d, m) in LINKS.items()}
+def sections(E: float | dict[str, float] = E_ALUMINIUM,
+             mass_scale: float = 1.0) -> dict[str, Section]:
+    """Rod sections of the five links (assumption 4); ``E`` for all or per link name."""
+    moduli = E if isinstance(E, dict) else dict.fromkeys(LINKS, E)
+    return {k: Section.rod(moduli[k], d, mass_scale * m / length)
+            for k, (length, d, m) in LINKS.items()}
 
 
-def manipulator(E: float = E_ALUMINIUM, alpha: float = 0.0, beta: float = 0.0,
-                lumped: dict[int, tuple[float, float]] | None = None) -> Mechanism:
+def manipulator(E: float | dict[str, float] = E_ALUMINIUM, alpha: float = 0.0, beta: float = 0.0,
+                lumped: dict[int, tuple[float, float]] | None = None,
+                mass_scale: float = 1.0) -> Mechanism:
     """The ERLS model of the thesis's manipulator (30 dofs).
 
     Parameters
     ----------
-    E : float
-        Young's modulus of every link, Pa.
+    E : float or dict
+        Young's modulus of every link, or per link name ("AB", ... "EF"), Pa.
     alpha, beta : float
         Rayleigh damping coefficients (1/s, s).
     lumped : dict, optional
         Node (1-based) -> (mass kg, inertia kg m^2); table 4.5 by default.
+    mass_scale : float
+        Factor on every link's mass per length (a mass-density correction, section 4.4).
 
     Returns
     -------
     Mechanism
         Links 0-4 are AB, AD, BC, CE, EF; nodes 0-13 are the thesis's 1-14.
     """
-    sec = sections(E)
+    sec = sections(E, mass_scale)
     lumped = LUMPED if lumped is None else lumped
     AB, AD, BC, CE, EF = (LINKS[k][0] for k in ("AB", "AD", "BC", "CE", "EF"))
     a = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1]], dtype=float)
