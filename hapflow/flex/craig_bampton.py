@@ -61,7 +61,7 @@ class CraigBampton:
         -------
         (n, m + len(keep)) array, rows in the original dof order.
         """
-        keep = np.arange(len(self.slaves)) if keep is None else np.asarray(keep, dtype=int)
+        keep = np.arange(self.phi.shape[1]) if keep is None else np.asarray(keep, dtype=int)
         m = len(self.masters)
         H = np.zeros((self.n, m + len(keep)))
         H[self.masters, np.arange(m)] = 1.0
