@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/hil_timing.py --seconds 2
 	$(PY) bench/hil_ident.py --grpc-seconds 2
 	$(PY) bench/compile.py
+	$(PY) bench/flex.py
 
 clean:
 	rm -rf out .pytest_cache
