@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .beam import Section, local_mass, local_stiffness, rotation
+from .beam import Section, curvature_row, local_mass, local_stiffness, rotation
 
 
 @dataclass(frozen=True)
@@ -239,6 +239,17 @@ class Mechanism:
         Kf[nq:, nq:] = K[np.ix_(inn, inn)]
         L = np.vstack([S.T, np.eye(self.n_elastic)[inn]])
         return Mf, Kf, L
+
+    def curvature(self, q: np.ndarray, element: int, xi: float) -> np.ndarray:
+        """Row over ``u'`` giving the bending curvature (1/m) at ``xi`` along an element (eq. 4.11)."""
+        e = self.elements[element]
+        pos = self.positions(q)
+        row = curvature_row(float(np.hypot(*(pos[e.j] - pos[e.i]))), xi) @ self.element_rotation(e, q)
+        out = np.zeros(self.n_elastic)
+        idx = self.element_dofs(e)
+        keep = idx >= 0
+        np.add.at(out, idx[keep], row[keep])
+        return out
 
     def elastic(self, x: np.ndarray) -> np.ndarray:
         """Elastic displacements over ``u'`` (zeros at the zeroed rotations) from ``x = (q, u_in)``."""

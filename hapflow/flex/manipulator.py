@@ -71,6 +71,19 @@ TABLE_4_8 = np.array([13.72, 43.88, 66.96, 127.25, 147.23, 171.95, 204.93])
 MASTERS = np.array([0, 1, 2, 3, 4, 13, 14, 24, 25])
 
 
+def gauge_rows(mech: Mechanism, q: np.ndarray) -> np.ndarray:
+    """Curvatures ``gamma1, gamma2, gamma4`` at the middle of links 1, 2 and 4 (chapter 6), (3, nu').
+
+    Link 1 is one element (middle at xi = 0.5); the middle of link 2 is node 4,
+    between two elements, where the cubic elements' curvatures differ: their
+    mean; the middle of link 4 (0.6 m from C) lies 0.1 m into the element D-11.
+    """
+    dn = 0.5 * (LINKS["CE"][0] - LINKS["AB"][0])          # length of element D-11
+    return np.array([mech.curvature(q, 0, 0.5),
+                     0.5 * (mech.curvature(q, 1, 1.0) + mech.curvature(q, 2, 0.0)),
+                     mech.curvature(q, 6, (0.5 * LINKS["CE"][0] - LINKS["AB"][0]) / dn)])
+
+
 def sections(E: float | dict[str, float] = E_ALUMINIUM,
              mass_scale: float = 1.0) -> dict[str, Section]:
     """Rod sections of the five links (assumption 4); ``E`` for all or per link name."""
