@@ -95,9 +95,16 @@ def _read(path: str, mtime_ns: int, size: int) -> str:
 def _module_text(fn: Callable) -> str:
     py = getattr(fn, "py_func", fn)
     try:
-        return _file_text(inspect.getsourcefile(py))
+        return _file_text(_source_file(py))
     except (TypeError, OSError):
         return py.__code__.co_code.hex()
+
+
+@functools.lru_cache(maxsize=None)
+def _source_file(py: Callable) -> str | None:
+    """The file defining ``py`` (looked up once per function: ``inspect`` is slow, and every
+    unit of a graph names the functions of the same few modules)."""
+    return inspect.getsourcefile(py)
 
 
 def fingerprint(source: str, checked: Checked, functions: list[Callable]) -> str:
@@ -130,19 +137,38 @@ def _dependency_texts(functions: list[Callable]) -> set[str]:
     ``estimation_models`` -> ``multibody``) must get a new name when any of
     them changes, or a warm cache would keep running the old code.
     """
-    texts: set[str] = set()
+    owners = {py for fn in functions for py in _reached(getattr(fn, "py_func", fn))}
+    return {_module_text(py) for py in owners}
+
+
+@functools.lru_cache(maxsize=None)
+def _reached(root: Callable) -> tuple[Callable, ...]:
+    """One Python function per source file (or per function without one) among ``root`` and
+    every ``@njit`` function it reaches through globals and closures, transitively.
+
+    Walked once per function: every unit of a graph names the same kernels, and
+    a walk visits every global of their modules."""
     seen: set[int] = set()
-    todo = [getattr(fn, "py_func", fn) for fn in functions]
+    modules: set[int] = set()                 # each module's globals are read once
+    owners: dict[object, Callable] = {}
+    todo = [root]
     while todo:
         py = todo.pop()
         if id(py) in seen:
             continue
         seen.add(id(py))
-        texts.add(_module_text(py))
-        for value in (*getattr(py, "__globals__", {}).values(), *_closure_values(py)):
-            if hasattr(value, "py_func"):
-                todo.append(value.py_func)
-    return texts
+        try:
+            owner: object = _source_file(py)
+        except TypeError:
+            owner = py
+        owners.setdefault(owner, py)
+        values = _closure_values(py)
+        names = getattr(py, "__globals__", None)
+        if names is not None and id(names) not in modules:
+            modules.add(id(names))
+            values += list(names.values())
+        todo += [value.py_func for value in values if hasattr(value, "py_func")]
+    return tuple(owners.values())
 
 
 def _closure_values(py: Callable) -> list:
