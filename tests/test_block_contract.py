@@ -1,0 +1,86 @@
+"""Contract every registered block keeps, present and future: its docstring documents its ports."""
+import inspect
+import re
+
+import pytest
+
+import hapflow.blocks  # noqa: F401 - registers the library
+from hapflow import registry
+from hapflow.block import Block
+from hapflow.ports import In, Out
+
+
+def documented_ports(cls: type) -> dict[str, str]:
+    """Port name -> its line in the ``Ports`` section of ``cls``'s docstring (``u1, u2, ...``
+    documents every ``u<k>``)."""
+    doc = inspect.getdoc(cls) or ""
+    section = re.search(r"^Ports\n-+\n(.*?)(?:\n\n|\Z)", doc, re.S | re.M)
+    out: dict[str, str] = {}
+    for line in section.group(1).splitlines() if section else ():
+        if line.startswith(" ") or " : " not in line:        # a continuation line
+            continue
+        for name in line.split(" : ")[0].split(","):
+            out[name.strip()] = line
+    return out
+
+
+def port_problems(block: Block) -> list[str]:
+    """What the docstring of ``block``'s class gets wrong about its ports (empty: none).
+
+    Every declared port must be documented; a documented port the block does
+    not declare must say when it exists (its line names a structural parameter,
+    or says ``only``)."""
+    cls = type(block)
+    documented = documented_ports(cls)
+    declared = [*block.inputs, *block.outputs]
+    numbered = "u1" in documented and "..." in documented
+    problems = [f"port {name!r} is not documented" for name in declared
+                if name not in documented and not (numbered and re.fullmatch(r"u\d+", name))]
+    structural = [n for n, spec in cls.params.items() if not spec.live]
+    for name, line in documented.items():
+        if name in declared or name == "..." or (numbered and re.fullmatch(r"u\d+", name)):
+            continue
+        if not any(re.search(rf"\b{re.escape(word)}\b", line) for word in [*structural, "only"]):
+            problems.append(f"documented port {name!r} is not declared, and its line does not "
+                            "say when it exists")
+    return problems
+
+
+_FILTER = dict(states=2, measurements=1, A=[1.0, 1e-3, 0.0, 1.0], H=[1.0, 0.0],
+               Q=[1e-4, 0.0, 0.0, 1e-3], R=[1e-2], x0=[0.0, 0.0], P0=[1.0, 0.0, 0.0, 1.0],
+               controls=1, B=[0.0, 1e-3])
+EXAMPLES = {"KalmanFilter": _FILTER, "ExtendedKalmanFilter": _FILTER,
+            "UnscentedKalmanFilter": _FILTER, "TransferFunction": dict(num=[1.0], den=[1.0, -0.5])}
+"""Values for blocks that have required parameters (every optional port declared)."""
+
+
+def _instance(cls: type) -> Block:
+    """The block with its defaults (or :data:`EXAMPLES`), else with its class-level ports."""
+    try:
+        return cls(**EXAMPLES.get(cls.__name__, {}))
+    except Exception:               # a model file it must be given: its class-level ports
+        block = cls.__new__(cls)
+        block.inputs, block.outputs = dict(cls.inputs), dict(cls.outputs)
+        return block
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_block_documents_its_ports(name):
+    assert port_problems(_instance(registry.lookup(name))) == []
+
+
+def test_the_contract_fails_on_a_documented_port_the_block_does_not_declare():
+    class Documented(Block):
+        """A block whose docstring promises a port it lacks.
+
+        Ports
+        -----
+        u     : in, (1,), m     input
+        extra : out, (1,), m    promised, never declared
+        """
+
+        inputs = {"u": In(1, unit="m")}
+        outputs = {"y": Out(1, unit="m")}
+    assert port_problems(Documented()) == [
+        "port 'y' is not documented",
+        "documented port 'extra' is not declared, and its line does not say when it exists"]
