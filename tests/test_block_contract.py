@@ -2,6 +2,7 @@
 import inspect
 import re
 
+import numpy as np
 import pytest
 
 import hapflow.blocks  # noqa: F401 - registers the library
@@ -84,3 +85,65 @@ def test_the_contract_fails_on_a_documented_port_the_block_does_not_declare():
     assert port_problems(Documented()) == [
         "port 'y' is not documented",
         "documented port 'extra' is not declared, and its line does not say when it exists"]
+
+
+def feedthrough_problems(block: Block, seed: int = 0) -> list[str]:
+    """Outputs that change when an input they are declared not to depend on changes.
+
+    The output kernel runs (as plain Python) on the block's initial state with
+    random inputs, then again with one input changed; an output declared
+    ``depends="state"``, or with a ``depends`` list without that input, must
+    come out the same (the scheduler relies on it to order the tick)."""
+    kernel = block.kernels().get("output")
+    if kernel is None:
+        return []
+    kernel = getattr(kernel, "py_func", kernel)
+    rng = np.random.default_rng(seed)
+    x, d, m = block.initial_state()
+    p = block.pack()
+    inputs = {name: rng.normal(0.0, 0.1, spec.size) for name, spec in block.inputs.items()}
+
+    def run(values: dict) -> list[np.ndarray]:
+        outs = [np.zeros(spec.size, dtype=spec.dtype) for spec in block.outputs.values()]
+        kernel(0.1, x.copy(), d.copy(), m.copy(), p, *values.values(), *outs)
+        return outs
+    base = run(inputs)
+    problems = []
+    for changed in inputs:
+        moved = run({**inputs, changed: inputs[changed] + rng.normal(0.0, 0.1, inputs[changed].size)})
+        for (name, spec), a, b in zip(block.outputs.items(), base, moved):
+            free = spec.depends == "state" or (spec.depends is not None
+                                                and changed not in spec.depends)
+            if free and not np.array_equal(a, b, equal_nan=True):
+                problems.append(f"output {name!r} changes with input {changed!r} but declares "
+                                f"depends={spec.depends!r}")
+    return problems
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_output_that_declares_no_feedthrough_has_none(name):
+    block = _instance(registry.lookup(name))
+    if not hasattr(block, "values"):
+        pytest.skip("needs a model file to be built")
+    block.sample_time = 2.5e-5                 # 40 kHz: above every block's Nyquist limit
+    assert feedthrough_problems(block) == []
+
+
+def test_the_feedthrough_contract_fails_on_an_undeclared_feedthrough():
+    class Leaky(Block):
+        """Says its output holds state; it passes its input through.
+
+        Ports
+        -----
+        u : in, (1,), m
+        y : out, (1,), m
+        """
+
+        inputs = {"u": In(1, unit="m")}
+        outputs = {"y": Out(1, unit="m", depends="state")}
+
+        @staticmethod
+        def output(t, x, d, m, p, u, y):
+            y[0] = u[0]
+    assert feedthrough_problems(Leaky()) == [
+        "output 'y' changes with input 'u' but declares depends='state'"]
