@@ -18,10 +18,11 @@ Two layouts advance the runs:
     graph's phases (:func:`hapflow.compiler.compile_lanes`,
     :mod:`hapflow.lanes`): each tick runs over the lanes of a group, values
     of ``f`` at constant offsets live in locals, helpers get strided views.
-    With every kernel inlined the compiler runs the lanes in SIMD registers:
-    for the small RK4 testbed of ``bench/study.py``, about 4 ns per run and
-    tick on one core against 52 ns for one run after another (the four
-    divisions of a tick bound it).
+    With every kernel inlined into plain arithmetic the compiler runs the
+    lanes in SIMD registers (``bench/study.py`` prints both layouts: on the
+    small RK4 testbed lanes run many times faster than rows); a kernel that
+    calls scalar library functions (``tanh``, ``log``) per lane does not
+    vectorise, and the timing trial of ``auto`` then often picks rows.
 ``rows`` (any graph) - :func:`hapflow.compiler.compile_batch` calls the
     graph's own compiled ``run`` on row ``r`` of every array.
 
