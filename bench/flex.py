@@ -15,7 +15,9 @@ Prints, for the reconstructions documented in hapflow/flex/manipulator.py and ho
   8, 10, 11 Hz and the 14.2 and 67.0 Hz modes), and its CPU time;
 * the chapter-6 operation counts (eq. 6.9) and the measured CPU time of one
   state-prediction matrix set (M^-1 K, M^-1 C, M^-1 L at a configuration),
-  full (30 dofs) against reduced (13 dofs, Guyan part solved at that q).
+  full (30 dofs) against reduced (13 dofs, Guyan part solved at that q);
+* the CPU time of one derivative of the reduced model: the numpy reference
+  (hapflow.flex.state_space) and the FlexibleLink block's compiled kernel.
 
 Usage: ``python bench/flex.py``.  A benchmark, not a test: exits 0.
 """
@@ -179,6 +181,14 @@ def complexity_table(mech, red) -> None:
     row(cpu_us(full), cpu_us(reduced_given_full), cpu_us(lambda: mech.matrices(Q_STAR)))
     print("* reduced: Guyan solve, rotated modes, projections and the 13-dof solve, "
           "given the full matrices at q")
+    from hapflow.blocks.flexible import D_SIZE, FlexibleLink, flex_rate
+    model = expand(manipulator(alpha=1.0, beta=2e-6), [0, 2, 12], gauge_rows, red)
+    w = np.concatenate([Q_STAR, np.zeros(2 * red.size - 3)])
+    torque = np.array([1.0, 2.0, 0.1])
+    p, d, dx = FlexibleLink().pack(), np.zeros(D_SIZE), np.zeros(2 * red.size)
+    print("\nCPU per derivative of the 13-dof model (eq. 6.3), us")
+    row("numpy", "block kernel")
+    row(cpu_us(lambda: model.rate(w, torque)), cpu_us(lambda: flex_rate(p, w, torque, d, dx), 2000))
 
 
 def spectra_table() -> None:
