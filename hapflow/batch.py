@@ -333,11 +333,10 @@ class Filler:
     def _offset(block: Block, param: str) -> int:
         """Offset of scalar live ``param`` in the default :meth:`Block.pack` of ``block``."""
         at = 0
-        for n, s in block.params.items():
-            if n == param:
+        for name, size, _ in block.packed_names():
+            if name == param:
                 return at
-            if s.live:
-                at += np.atleast_1d(np.asarray(block.values[n], dtype=np.float64)).size
+            at += size
         raise KeyError(param)
 
     def _per_value(self, name: str, varied: list[_Column], errors: list, base: Any,

@@ -129,8 +129,7 @@ class Block:
                 setattr(cls, title, offsets(f"{cls.__name__}_{title}", sizes))
                 setattr(cls, attr, sum(size for _, size in sizes))
         if cls.pack is Block.pack:
-            sizes = [(n, 1 if s.kind in SCALAR_KINDS else None)
-                     for n, s in cls.params.items() if s.live]
+            sizes = [(n, 1 if s.kind in SCALAR_KINDS else None) for n, s in cls._packed()]
             cls.P = offsets(f"{cls.__name__}_P", sizes + [(n, d.size) for n, d in
                                                            cls.derived.items()])
 
@@ -191,8 +190,9 @@ class Block:
     def pack(self) -> np.ndarray:
         """Live parameters as the flat ``float64`` vector the kernels receive as ``p``.
 
-        The default concatenates live parameters in declaration order, then the
-        ``derived`` ones (kernels find them by name: ``p[P.name]``).  Blocks that
+        The default concatenates live parameters in declaration order (but
+        those whose default is ``None``), then the ``derived`` ones (kernels
+        find them by name: ``p[P.name]``).  Blocks that
         override it (to be replaced by ``derived``) get no ``P``; the length must
         not depend on live values.
 
@@ -202,7 +202,7 @@ class Block:
             If a derived parameter's value does not have its declared size.
         """
         parts = [np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel()
-                 for n, s in self.params.items() if s.live]
+                 for n, _ in self._packed()]
         for name, spec in self.derived.items():
             part = np.atleast_1d(np.asarray(spec.value(self), dtype=np.float64)).ravel()
             if part.size != spec.size:
@@ -211,13 +211,20 @@ class Block:
             parts.append(part)
         return np.concatenate(parts) if parts else np.zeros(0)
 
+    @classmethod
+    def _packed(cls) -> list[tuple[str, Param]]:
+        """The live parameters the default :meth:`pack` packs, in declaration order: all but
+        those declared with a ``None`` default (optional alternatives, which ``derived``
+        parameters resolve: a kernel reads the derived value)."""
+        return [(n, s) for n, s in cls.params.items() if s.live and s.default is not None]
+
     def packed_names(self) -> list[tuple[str, int, str]] | None:
         """Name, size and unit of each value :meth:`pack` packs, in order (None when a
         subclass packs by hand)."""
         if type(self).pack is not Block.pack:
             return None
         out = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).size, s.unit)
-               for n, s in self.params.items() if s.live]
+               for n, s in self._packed()]
         return out + [(n, d.size, d.unit) for n, d in self.derived.items()]
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -120,3 +120,13 @@ def test_a_named_kernel_follows_its_closed_form():
     w = np.sqrt(k2 / mass)
     want = (1.0 - np.cos(w * result.time)) / k2
     np.testing.assert_allclose(result["spring.pos"][:, 0], want, atol=2e-6)
+
+
+def test_an_optional_alternative_is_not_packed_its_derived_value_is():
+    class Rates(Block):
+        params = {"k": Live(100.0, unit="N/m"),
+                  "k_alt": Live(None, unit="N/m", doc="optional: replaces k")}
+        derived = {"k_used": Derived(lambda b: b.k if b.k_alt is None else b.k_alt)}
+    assert Rates.P._fields == ("k", "k_used")
+    np.testing.assert_array_equal(Rates().pack(), [100.0, 100.0])         # no NaN for None
+    np.testing.assert_array_equal(Rates(k_alt=7.0).pack(), [100.0, 7.0])
