@@ -15,7 +15,12 @@ from typing import Sequence
 
 import yaml
 
+from .argtypes import new_file, number
 from .errors import GraphError, HapflowError
+from .graph import MAX_DURATION
+
+MAX_CHUNK = 60.0
+"""Longest chunk in simulated s (its log buffer is allocated at once)."""
 
 
 def _settings(pairs: Sequence[str]) -> dict[str, object]:
@@ -24,7 +29,11 @@ def _settings(pairs: Sequence[str]) -> dict[str, object]:
         key, sep, text = pair.partition("=")
         if not sep or "." not in key:
             raise GraphError(f"--set {pair!r}: write block.param=value, e.g. --set pid.kp=2000")
-        out[key.strip()] = yaml.safe_load(text)
+        try:
+            out[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise GraphError(f"--set {pair!r}: the value is not a plain YAML number, list or "
+                             f"string ({getattr(exc, 'problem', None) or exc})") from None
     return out
 
 
@@ -134,12 +143,13 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate a graph file and record its signals to HDF5")
     run.add_argument("graph", help="YAML graph file")
-    run.add_argument("--duration", type=float, help="simulated seconds (default: the graph's)")
+    run.add_argument("--duration", type=number(0, MAX_DURATION, "s"),
+                     help="simulated seconds (default: the graph's)")
     run.add_argument("--set", action="append", default=[], metavar="BLOCK.PARAM=VALUE",
                      help="change a live parameter before running (repeatable)")
-    run.add_argument("--out", help="HDF5 recording (default: out/<graph>.h5)")
-    run.add_argument("--plot", help="also plot the recorded signals to this PNG")
-    run.add_argument("--chunk", type=float, default=1.0, metavar="S",
+    run.add_argument("--out", type=new_file, help="HDF5 recording (default: out/<graph>.h5)")
+    run.add_argument("--plot", type=new_file, help="also plot the recorded signals to this PNG")
+    run.add_argument("--chunk", type=number(0, MAX_CHUNK, "s"), default=1.0, metavar="S",
                      help="simulated seconds per chunk (recorded and flushed at once; default 1)")
     run.add_argument("--interpret", action="store_true",
                      help="run the generated code as plain Python (slow reference)")
@@ -150,7 +160,8 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     check = sub.add_parser("check", help="validate a graph; print execution order and layout")
     check.add_argument("graph", help="YAML graph file")
-    check.add_argument("--draw", metavar="FILE.png", help="render the block diagram")
+    check.add_argument("--draw", type=new_file, metavar="FILE.png",
+                       help="render the block diagram")
     check.add_argument("--source", action="store_true",
                        help="print the generated kernel source (and its compile units)")
     check.set_defaults(func=cmd_check)

@@ -18,7 +18,16 @@ from .block import Block, ParamError
 from .errors import GraphError, Where, suggest, valid_list
 from .units import UnitError, dimension
 
-NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+NAME = re.compile(r"[a-z_][a-z0-9_]*")
+"""A block name (matched whole with ``fullmatch``: ``$`` would let a trailing newline in)."""
+MAX_RATE = 1e6
+"""Highest base rate in Hz (a DAQ loop runs at tens of kHz, audio at 192 kHz at most)."""
+MAX_DURATION = 1e7
+"""Longest simulated duration in s (116 days; at MAX_RATE that is 1e13 ticks, exact in float64)."""
+MAX_EVENTS = 1000
+"""Most events a tick may handle (the work of one tick must stay bounded)."""
+MAX_SEED = 2**63 - 1
+"""Largest seed (stored as a 64-bit integer in recordings and study tables)."""
 SOLVERS = ("rk4", "euler")
 EVENT_MODES = ("locate", "tick")
 
@@ -75,14 +84,14 @@ class Graph:
                  seed: int = 0, solver: str = "rk4", events: str = "locate",
                  max_events: int = 8, where: Where | None = None):
         self.where = where or Where()
-        self.name = name
+        self.name = self._text("name", name)
         self.nodes: dict[str, Node] = {}
         self.rate = rate
-        self.duration = self._positive("duration", duration, "s")
-        self.seed = int(seed)
+        self.duration = self._positive("duration", duration, "s", MAX_DURATION)
+        self.seed = self._integer("seed", seed, 0, MAX_SEED)
         self.solver = self._choice("solver", solver, SOLVERS)
         self.events = self._choice("events", events, EVENT_MODES)
-        self.max_events = int(max_events)
+        self.max_events = self._integer("max_events", max_events, 1, MAX_EVENTS)
         self.wires: list[Wire] = []
         self.recorded: list[tuple[str, str]] = []
         self.hardware: dict[str, Any] = {}
@@ -95,7 +104,7 @@ class Graph:
     @rate.setter
     def rate(self, value: float) -> None:
         old = getattr(self, "_rate", None)
-        self._rate = self._positive("rate", value, "Hz")
+        self._rate = self._positive("rate", value, "Hz", MAX_RATE)
         try:
             self._retime()
         except GraphError:
@@ -114,12 +123,24 @@ class Graph:
             node.divider = divider
             node.block.sample_time = divider / self._rate
 
-    def _positive(self, key: str, value: Any, unit: str) -> float:
+    def _positive(self, key: str, value: Any, unit: str, limit: float) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value) or value <= 0:
-            raise GraphError(f"graph {key!r} must be a finite number > 0 in {unit}, got {value!r}",
-                             self.where, key=key)
+                or not 0 < value <= limit:
+            raise GraphError(f"graph {key!r} must be a finite number > 0 in {unit}, at most "
+                             f"{limit:g} {unit}, got {value!r}", self.where, key=key)
         return float(value)
+
+    def _integer(self, key: str, value: Any, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise GraphError(f"graph {key!r} must be an integer from {low} to {high}, "
+                             f"got {value!r}", self.where, key=key)
+        return value
+
+    def _text(self, key: str, value: Any) -> str:
+        if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 200:
+            raise GraphError(f"graph {key!r} must be one line of printable text (1 to 200 "
+                             f"characters), got {value!r}", self.where, key=key)
+        return value
 
     def _choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
         if value not in choices:
@@ -151,7 +172,7 @@ class Graph:
             ``block``, for chaining.
         """
         where = where or self.where
-        if not NAME.match(name):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
             raise GraphError(f"block name {name!r} is not valid: use snake_case "
                              "(lower-case letters, digits and _; not starting with a digit)",
                              where, block=name)

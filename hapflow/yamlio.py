@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -30,8 +30,35 @@ from . import registry
 from .errors import GraphError, Where, suggest, valid_list
 from .graph import Graph, construct
 
+MAX_DEPTH = 32
+"""Deepest nesting of lists and mappings a file may use (a graph needs 4)."""
+MAX_NODES = 100_000
+"""Most values a file may hold once its aliases are expanded (an alias bomb has billions)."""
+MAX_NUMBER = 40
+"""Longest number literal, in characters (a float64 needs 24)."""
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
 class _Loader(yaml.SafeLoader):
-    """Safe loader that also reads YAML 1.2 floats such as ``1e4`` and ``2.5e-1`` as numbers."""
+    """Safe loader that also reads YAML 1.2 floats such as ``1e4`` and ``2.5e-1`` as numbers.
+
+    It stops at :data:`MAX_DEPTH` levels of nesting, before the recursive
+    composer (and later the constructor) run out of Python stack.
+    """
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"lists and mappings nested deeper than {MAX_DEPTH} levels",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 _Loader.add_implicit_resolver(
@@ -39,17 +66,68 @@ _Loader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
     list("-+0123456789."))
 
+
+def read_text(path: str | Path, what: str = "graph file") -> str:
+    """The text of a UTF-8 file, or an error naming the line of the first byte that is not.
+
+    Raises
+    ------
+    GraphError
+        If the file cannot be read or is not UTF-8.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GraphError(f"cannot read {what}: {exc.strerror}", Where(str(path))) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise GraphError(f"the {what} is not UTF-8 text: byte 0x{data[exc.start]:02x} at column "
+                         f"{column}; save it as UTF-8", Where(str(path), line)) from None
+
+
+def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Number of values under ``node`` with every alias expanded (memoised in ``sizes``)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1 + sum(_expanded(child, sizes) for child in _children(node))
+    return sizes[id(node)]
+
+
 TOP_KEYS = ("name", "rate", "duration", "seed", "solver", "events", "max_events",
             "blocks", "wires", "record", "hardware")
 BLOCK_KEYS = ("type", "rate", "tick_offset")
 
 
-class _Reader:
+class Reader:
+    """A YAML document composed with line numbers, checked against the size limits.
+
+    Parameters
+    ----------
+    text : str
+        The YAML document.
+    file : str, optional
+        File name used in error messages.
+
+    Raises
+    ------
+    GraphError
+        On a syntax error, or nesting, alias expansion or a number beyond
+        :data:`MAX_DEPTH`, :data:`MAX_NODES`, :data:`MAX_NUMBER`.
+    """
+
     def __init__(self, text: str, file: str | None):
         self.file = file
         self.constructor = yaml.constructor.SafeConstructor()
         try:
             self.root = yaml.compose(text, Loader=_Loader)
+        except yaml.reader.ReaderError as exc:         # a NUL or other control character
+            code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+            raise GraphError(f"the control character U+{code:04X} is not allowed in a YAML "
+                             "file; remove it",
+                             Where(file, text.count("\n", 0, exc.position) + 1)) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark else None
@@ -58,6 +136,22 @@ class _Reader:
             if context and start:
                 problem += f" ({context} that starts at line {start.line + 1})"
             raise GraphError(f"YAML syntax error: {problem}", Where(file, line)) from None
+        if self.root is not None:
+            self._check_size(self.root)
+
+    def _check_size(self, root: yaml.Node) -> None:
+        sizes: dict[int, int] = {}
+        node = root
+        if _expanded(root, sizes) > MAX_NODES:
+            # the innermost value that is too big on its own names the line to fix
+            while big := [c for c in _children(node) if sizes[id(c)] > MAX_NODES]:
+                node = big[0]
+            raise GraphError(f"this value expands (through its aliases) to more than "
+                             f"{MAX_NODES:,} values", self.at(node))
+        for node in _scalars(root):
+            if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER:
+                raise GraphError(f"a number of {len(node.value)} characters: numbers are "
+                                 f"limited to {MAX_NUMBER}", self.at(node))
 
     def at(self, node: yaml.Node) -> Where:
         return Where(self.file, node.start_mark.line + 1)
@@ -90,6 +184,28 @@ class _Reader:
         return node.value
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _scalars(root: yaml.Node) -> Iterator[yaml.ScalarNode]:
+    """Each distinct scalar node under ``root`` once (aliases are not walked again)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            yield node
+        stack.extend(_children(node))
+
+
 def loads(text: str, file: str | None = None) -> Graph:
     """Build a graph from YAML text.
 
@@ -105,7 +221,7 @@ def loads(text: str, file: str | None = None) -> Graph:
     GraphError
         With file, line, block and port of the first problem.
     """
-    r = _Reader(text, file)
+    r = Reader(text, file)
     if r.root is None:
         raise GraphError("the graph file is empty: it needs at least 'rate' and 'blocks'",
                          Where(file, 1))
@@ -117,10 +233,9 @@ def loads(text: str, file: str | None = None) -> Graph:
         top[key] = (key_node, value_node)
     settings = {k: r.value(top[k][1]) for k in ("name", "rate", "duration", "seed", "solver",
                                                  "events", "max_events") if k in top}
-    for key in ("seed", "max_events"):
-        value = settings.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise GraphError(f"graph {key!r} must be an integer, got {value!r}", r.at(top[key][0]))
+    if "rate" not in top:        # no silent default: every tick's length depends on it
+        raise GraphError("the graph file has no 'rate' (the base rate in Hz, e.g. 'rate: 1000')",
+                         Where(file, 1), key="rate")
     try:
         graph = Graph(where=Where(file, 1), **settings)
     except GraphError as exc:
@@ -153,7 +268,7 @@ def loads(text: str, file: str | None = None) -> Graph:
     return graph
 
 
-def _blocks(r: _Reader, graph: Graph, node: yaml.Node) -> None:
+def _blocks(r: Reader, graph: Graph, node: yaml.Node) -> None:
     for name, key_node, spec_node in r.mapping(node, "blocks"):
         where = r.at(key_node)
         entries = r.mapping(spec_node, f"block {name!r}")
@@ -184,12 +299,7 @@ def _blocks(r: _Reader, graph: Graph, node: yaml.Node) -> None:
 
 def load(path: str | Path) -> Graph:
     """Load a graph file (see :func:`loads`)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise GraphError(f"cannot read graph file: {exc.strerror}", Where(str(path))) from None
-    return loads(text, str(path))
+    return loads(read_text(path), str(path))
 
 
 def _plain(value: Any) -> Any:

@@ -17,9 +17,12 @@ tick up to the stop.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from hapflow.argtypes import integer, new_file, number
+from hapflow.graph import MAX_SEED
 from hapflow.errors import HapflowError
 
 from .backend import Backend
@@ -34,14 +37,15 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                    help="with --mode hil: the simulated rig [default] or NI-DAQmx")
     g.add_argument("--grpc", metavar="HOST:PORT",
                    help="with --daq nidaqmx: a remote NI-DAQmx gRPC server")
-    g.add_argument("--fifo", type=int, metavar="PRIO",
+    g.add_argument("--fifo", type=integer(1, 99), metavar="PRIO",
                    help="SCHED_FIFO priority (1-99) for the loop, when permitted")
-    g.add_argument("--cpu", type=int, metavar="N", help="pin the loop to CPU N")
+    g.add_argument("--cpu", type=integer(0, (os.cpu_count() or 1) - 1), metavar="N",
+                   help="pin the loop to CPU N")
     g.add_argument("--mlock", action="store_true", help="lock the process memory (mlockall)")
-    g.add_argument("--max-overruns", type=int, default=None, metavar="N",
+    g.add_argument("--max-overruns", type=integer(1, 1_000_000), default=None, metavar="N",
                    help="watchdog: consecutive overruns that trip it [5 ms worth of ticks, "
                         "at least 5]")
-    g.add_argument("--max-lateness", type=float, default=None, metavar="S",
+    g.add_argument("--max-lateness", type=number(0, 10, "s"), default=None, metavar="S",
                    help="watchdog: a single lateness that trips it [0.02 s]")
     g.add_argument("--unpaced", action="store_true",
                    help="with --daq sim: run on a virtual sample clock as fast as possible "
@@ -210,9 +214,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "'run --mode hil --daq nidaqmx --grpc HOST:PORT' (or "
                                         "any nidaqmx client) drives it.")
     serve.add_argument("graph", help="YAML graph file with a hardware: section")
-    serve.add_argument("--port", type=int, default=31763, help="TCP port (0: any free) [31763]")
+    serve.add_argument("--port", type=integer(0, 65535), default=31763, help="TCP port (0: any free) [31763]")
     serve.add_argument("--host", default="localhost", help="interface [localhost]")
-    serve.add_argument("--seed", type=int, help="card noise seed [the graph's]")
+    serve.add_argument("--seed", type=integer(0, MAX_SEED), help="card noise seed [the graph's]")
     serve.add_argument("--free-running", action="store_true",
                        help="one sample per wait instead of real-time pacing")
     serve.add_argument("--fault", action="append", default=[], metavar="SPEC",
@@ -223,5 +227,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                                      "(p50, p99, p99.9, max), lateness histogram, overruns over "
                                      "time and safety events of a 'run --mode hil' recording.")
     rep.add_argument("run", help="HDF5 recording of 'hapflow run --mode hil'")
-    rep.add_argument("--plot", metavar="FILE.png", help="also plot the report")
+    rep.add_argument("--plot", type=new_file, metavar="FILE.png", help="also plot the report")
     rep.set_defaults(func=cmd_report)

@@ -39,7 +39,7 @@ import yaml
 
 from ..errors import GraphError, HapflowError, Where, suggest, valid_list
 from ..graph import Graph
-from ..yamlio import _Reader, load
+from ..yamlio import Reader, load, read_text
 
 TOP_KEYS = ("name", "graph", "duration", "seed", "set", "design", "samples", "parameters",
             "metrics", "batch")
@@ -114,7 +114,7 @@ class Study:
         return h.hexdigest()[:16]
 
 
-def _number(r: _Reader, node: yaml.Node, what: str, integer: bool = False,
+def _number(r: Reader, node: yaml.Node, what: str, integer: bool = False,
             positive: bool = False) -> float | int:
     value = r.value(node)
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
@@ -125,7 +125,7 @@ def _number(r: _Reader, node: yaml.Node, what: str, integer: bool = False,
     return value
 
 
-def _choice(r: _Reader, node: yaml.Node, what: str, valid: tuple[str, ...]) -> str:
+def _choice(r: Reader, node: yaml.Node, what: str, valid: tuple[str, ...]) -> str:
     value = r.value(node)
     if value not in valid:
         raise StudyError(f"{what} must be one of {', '.join(valid)}, got {value!r}"
@@ -133,7 +133,7 @@ def _choice(r: _Reader, node: yaml.Node, what: str, valid: tuple[str, ...]) -> s
     return value
 
 
-def _graph(r: _Reader, node: yaml.Node, base_dir: Path) -> tuple[Path, str, Graph]:
+def _graph(r: Reader, node: yaml.Node, base_dir: Path) -> tuple[Path, str, Graph]:
     name = r.value(node)
     if not isinstance(name, str) or not name:
         raise StudyError(f"'graph' must be the path of a graph file, got {name!r}", r.at(node),
@@ -142,7 +142,7 @@ def _graph(r: _Reader, node: yaml.Node, base_dir: Path) -> tuple[Path, str, Grap
     if not path.is_file():
         raise StudyError(f"graph file {name!r} not found (looked for {path}; a relative path is "
                          "relative to the study file)", r.at(node), key="graph")
-    return path, path.read_text(), load(path)
+    return path, read_text(path), load(path)
 
 
 def _live(key: str, where: Where, graph: Graph) -> bool:
@@ -163,7 +163,7 @@ def _live(key: str, where: Where, graph: Graph) -> bool:
     return params[param].live
 
 
-def _fixed(r: _Reader, node: yaml.Node, graph: Graph) -> dict[str, Any]:
+def _fixed(r: Reader, node: yaml.Node, graph: Graph) -> dict[str, Any]:
     out = {}
     for key, key_node, value_node in r.mapping(node, "set"):
         if key == SEED:
@@ -174,7 +174,7 @@ def _fixed(r: _Reader, node: yaml.Node, graph: Graph) -> dict[str, Any]:
     return out
 
 
-def _parameter(r: _Reader, key: str, key_node: yaml.Node, value_node: yaml.Node,
+def _parameter(r: Reader, key: str, key_node: yaml.Node, value_node: yaml.Node,
                graph: Graph, design: str) -> Parameter:
     where = r.at(key_node)
     live = _live(key, where, graph)
@@ -221,7 +221,7 @@ def _parameter(r: _Reader, key: str, key_node: yaml.Node, value_node: yaml.Node,
     return Parameter(key, spec, live, where)
 
 
-def _metrics(r: _Reader, node: yaml.Node, base_dir: Path, graph: Graph,
+def _metrics(r: Reader, node: yaml.Node, base_dir: Path, graph: Graph,
              allow: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     from .metrics import check_metric
     out = {}
@@ -264,7 +264,7 @@ def loads(text: str, file: str | None = None, allow: tuple[str, ...] = ()) -> St
 
 
 def _parse(text: str, file: str | None, allow: tuple[str, ...]) -> Study:
-    r = _Reader(text, file)
+    r = Reader(text, file)
     if r.root is None:
         raise StudyError("the study file is empty: it needs 'graph', 'parameters' and 'metrics'",
                          Where(file, 1))
@@ -316,9 +316,8 @@ def _parse(text: str, file: str | None, allow: tuple[str, ...]) -> Study:
 
 def load_study(path: str | Path, allow: tuple[str, ...] = ()) -> Study:
     """Load a study file (see :func:`loads`)."""
-    path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise StudyError(f"cannot read study file: {exc.strerror}", Where(str(path))) from None
+        text = read_text(path, "study file")
+    except GraphError as exc:
+        raise StudyError(exc.message, exc.where) from None
     return loads(text, str(path), allow)

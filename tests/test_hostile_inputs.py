@@ -1,0 +1,62 @@
+"""Hostile and careless inputs from issue 18: each is one clear error, never a traceback.
+
+The graph corpus lives in ``tests/data/hostile/graphs``: the first line of each
+file is ``# expect: LINE TEXT``, the line the error must name and a fragment
+of its message.  Command-line options are listed here.
+"""
+from pathlib import Path
+
+import pytest
+
+from hapflow.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "graphs" / "demo_oscillator.yaml"
+CORPUS = sorted((Path(__file__).parent / "data" / "hostile" / "graphs").glob("*.yaml"))
+
+
+def expectation(path: Path) -> tuple[int, str]:
+    head = path.read_bytes().split(b"\n", 1)[0].decode()
+    line, text = head.removeprefix("# expect: ").split(" ", 1)
+    return int(line), text
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_bad_graph_file_is_one_located_error(path, capsys):
+    line, text = expectation(path)
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {path}:{line}: ") and text in err, err
+    assert "Traceback" not in err
+
+
+BAD_OPTIONS = [
+    (["run", "DEMO", "--duration", "nan"], "argument --duration: 'nan' is not a number in (0, 1e+07] s"),
+    (["run", "DEMO", "--duration", "inf"], "argument --duration: 'inf'"),
+    (["run", "DEMO", "--duration", "-1"], "argument --duration: '-1'"),
+    (["run", "DEMO", "--chunk", "nan"], "argument --chunk: 'nan' is not a number in (0, 60] s"),
+    (["run", "DEMO", "--chunk", "0"], "argument --chunk: '0'"),
+    (["run", "DEMO", "--out", "TMP"], "is a folder; give a file name in it"),
+    (["run", "DEMO", "--out", "TMP/file/x.h5"], "to be a folder, and it is a file"),
+    (["run", "DEMO", "--plot", "TMP/file/x.png"], "to be a folder, and it is a file"),
+    (["check", "DEMO", "--draw", "TMP"], "is a folder"),
+    (["run", "DEMO", "--set", "drive.amplitude=!!python/name:os.system"],
+     "the value is not a plain YAML number, list or string"),
+    (["run", "DEMO", "--mode", "hil", "--max-lateness", "nan"], "argument --max-lateness: 'nan'"),
+    (["run", "DEMO", "--mode", "hil", "--max-overruns", "-1"],
+     "argument --max-overruns: '-1' is not an integer from 1"),
+    (["run", "DEMO", "--mode", "hil", "--fifo", "500"], "argument --fifo: '500' is not an integer from 1 to 99"),
+    (["hil", "serve", "DEMO", "--port", "99999"], "argument --port: '99999' is not an integer from 0 to 65535"),
+]
+
+
+@pytest.mark.parametrize("argv,text", BAD_OPTIONS, ids=lambda a: " ".join(a[2:]) if isinstance(a, list) else "")
+def test_bad_option_is_one_error_before_anything_runs(argv, text, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    argv = [str(DEMO) if a == "DEMO" else a.replace("TMP", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit) as stop:      # argparse's usage error, or main's own
+        raise SystemExit(main(argv))
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err, err
+    assert not list(tmp_path.glob("*.h5"))
