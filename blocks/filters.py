@@ -14,7 +14,7 @@ from numba import njit
 from hapflow import designs
 from hapflow.block import Block, ParamError
 from hapflow.errors import GraphError
-from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
+from hapflow.params import Live, Structural, at_least, between, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
 BTYPES = ("lowpass", "highpass", "bandpass", "bandstop")
@@ -69,6 +69,11 @@ def butter_sos(order: int, cutoff, btype: str, fs: float, owner: str = "",
     return designs.cached("butter_sos", (order, edges.tolist(), btype, fs), design)
 
 
+MAX_ORDER = 32
+"""Highest Butterworth order: beyond it the design loses precision and sections multiply
+(an order of a million took minutes to design and generate)."""
+
+
 def sections(order: int, btype: str) -> int:
     """Number of second-order sections of a Butterworth design."""
     return (order + 1) // 2 if btype in ("lowpass", "highpass") else order
@@ -98,7 +103,8 @@ class ButterworthFilter(Block):
 
     params = {"btype": Structural("lowpass", kind="str", check=one_of(*BTYPES),
                                   doc="lowpass, highpass, bandpass or bandstop"),
-              "order": Structural(2, kind="int", check=at_least(1), doc="filter order"),
+              "order": Structural(2, kind="int", check=between(1, MAX_ORDER),
+                                  doc=f"filter order (at most {MAX_ORDER})"),
               "cutoff": Structural((10.0,), kind="floats", unit="Hz", check=positive,
                                    doc="-3 dB frequency (two, low then high, for band filters)"),
               "size": Structural(1, kind="int", check=at_least(1), doc="number of elements")}

@@ -17,7 +17,7 @@ import yaml
 
 from .argtypes import new_file, number
 from .errors import GraphError, HapflowError
-from .graph import MAX_DURATION
+from .graph import MAX_DURATION, Graph
 
 MAX_CHUNK = 60.0
 """Longest chunk in simulated s (its log buffer is allocated at once)."""
@@ -37,10 +37,20 @@ def _settings(pairs: Sequence[str]) -> dict[str, object]:
     return out
 
 
+def _load(path: str) -> Graph:
+    """The graph file, its ``hardware:`` section checked too: a simulation does not use it,
+    but a bad binding should not wait for the day the rig is connected."""
+    from .yamlio import load
+    graph = load(path)
+    if graph.hardware:
+        from .hil.bindings import bind
+        bind(graph)
+    return graph
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .simulation import Simulation
-    from .yamlio import load
-    graph = load(args.graph)
+    graph = _load(args.graph)
     settings = _settings(args.set)
     out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
     if args.mode == "hil":
@@ -81,8 +91,7 @@ def _plot(recording: Path, png: str) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .compiler import compile_graph
-    from .yamlio import load
-    graph = load(args.graph)
+    graph = _load(args.graph)
     program = compile_graph(graph, interpret=True)
     sched, layout = program.schedule, program.layout
     print(f"{args.graph}: OK — {len(graph.nodes)} blocks, {len(graph.wires)} wires, "

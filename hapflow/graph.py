@@ -185,6 +185,13 @@ class Graph:
         problem = block.signature_problem()
         if problem:
             raise GraphError(f"block {name!r}: {problem}", where, block=name)
+        for port, spec in [*block.inputs.items(), *block.outputs.items()]:
+            try:                   # a port nothing is wired to is otherwise never parsed
+                if spec.unit and not spec.unit.startswith("="):
+                    dimension(spec.unit)
+            except UnitError as exc:
+                raise GraphError(f"block {name!r}: port {port!r}: {exc}", where, block=name,
+                                 port=port, key="unit") from None
         divider = self._divider(name, rate, where)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
             raise GraphError(f"block {name!r}: tick offset must be an integer tick count in "
@@ -290,11 +297,27 @@ class Graph:
         units = self._check_wires(drivers)
         ports = self._port_graph(drivers)
         self._check_loops(ports)
+        self._check_designs()
         for name in self.hardware:
             if name not in self.nodes:
                 raise GraphError(f"hardware binding names unknown block {name!r}"
                                  f"{suggest(name, self.nodes)}", self.where, block=name)
         return Checked(self, drivers, ports, units)
+
+    def _check_designs(self) -> None:
+        """Rules that need the block's rate (cut-offs below Nyquist ...), located at the block.
+
+        ``pack`` designs each block at its sample time (designs are cached, so
+        the compiler's own call costs nothing more).
+        """
+        for name, node in self.nodes.items():
+            try:
+                node.block.pack()
+            except (GraphError, ParamError) as exc:
+                message = exc.message if isinstance(exc, GraphError) else str(exc)
+                raise GraphError(f"block {name!r} ({type(node.block).__name__}, "
+                                 f"{1.0 / node.block.sample_time:g} Hz): {message}", node.where,
+                                 block=name) from None
 
     def _drivers(self) -> dict[tuple[str, str], Wire]:
         drivers: dict[tuple[str, str], Wire] = {}

@@ -78,9 +78,15 @@ class Structural(Param):
     """A parameter baked into the generated code (sizes, orders, modes)."""
 
 
+MAX_MAGNITUDE = 1e30
+"""Largest magnitude of a number parameter: no physical quantity of a rig comes near it,
+and 1e300 overflowed the state to inf on the first tick instead of failing at load."""
+
+
 def _finite(x: float) -> float:
-    if not math.isfinite(x):
-        raise ValueError(f"must be a finite number (got {x!r})")
+    if not math.isfinite(x) or abs(x) > MAX_MAGNITUDE:
+        raise ValueError(f"must be a finite number of magnitude at most {MAX_MAGNITUDE:g} "
+                         f"(got {x!r})")
     return x
 
 

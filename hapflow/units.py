@@ -65,6 +65,9 @@ def dimension(unit: str) -> tuple[int, ...]:
     if text in ("", "1", "-"):
         return tuple(dims)
     numerator, *denominators = text.split("/")
+    if denominators and not all(part.strip() for part in (numerator, *denominators)):
+        raise UnitError(f"unit {unit!r} has nothing on one side of a '/'; write e.g. 'N/m' "
+                        "or '1/s'")
     for sign, part in [(1, numerator)] + [(-1, d) for d in denominators]:
         for token in part.replace("*", " ").split():
             if token == "1":

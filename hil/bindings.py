@@ -68,6 +68,8 @@ PHYSICAL = {"ai": re.compile(r"^[A-Za-z][\w-]*/ai\d+$"),
             "ao": re.compile(r"^[A-Za-z][\w-]*/ao\d+$"),
             "ci_encoder": re.compile(r"^[A-Za-z][\w-]*/ctr\d+$"),
             "do": re.compile(r"^[A-Za-z][\w-]*/port\d+/line\d+$")}
+HIGHEST = {"ai": (255,), "ao": (31,), "ci_encoder": (7,), "do": (11, 31)}
+"""Highest channel numbers an NI card has (ai, ao, ctr; port and line): a larger one is a typo."""
 EXAMPLE = {"ai": "Dev1/ai0", "ao": "Dev1/ao0", "ci_encoder": "Dev1/ctr0", "do": "Dev1/port0/line0"}
 SCALE_KEYS = {"scale": None, "newtons_per_volt": "N", "meters_per_volt": "m",
               "meters_per_second_per_volt": "m/s", "meters_per_second2_per_volt": "m/s^2",
@@ -270,10 +272,20 @@ def _kind(physical: Any, direction: str, block: str, port: str, where: Where) ->
                         "such as Dev1/ai0 or an encoder counter such as Dev1/ctr0")
                 raise GraphError(f"hardware {block}.{port}: {physical} is a {kind} channel, but "
                                  f"{block}.{port} is {role}", where, block=block, port=port)
+            _check_numbers(physical, kind, where, block, port)
             return kind
     raise GraphError(f"hardware {block}.{port}: {physical!r} is not a physical channel; write "
                      f"DEVICE/aiN, DEVICE/aoN, DEVICE/ctrN or DEVICE/portP/lineL, e.g. "
                      f"{EXAMPLE[kinds[0]]}", where, block=block, port=port)
+
+
+def _check_numbers(physical: str, kind: str, where: Where, block: str, port: str | None) -> None:
+    numbers = [int(n) for n in re.findall(r"\d+", physical.split("/", 1)[1])]
+    if any(n > top for n, top in zip(numbers, HIGHEST[kind])):
+        valid = "/".join(f"0-{top}" for top in HIGHEST[kind])
+        raise GraphError(f"hardware {block}{'.' + port if port else ''}: {physical} is beyond "
+                         f"any NI card: {kind} channel numbers run {valid}", where,
+                         block=block, port=port)
 
 
 def _scale(spec: dict, kind: str, unit: str | None, block: str, port: str,
@@ -349,8 +361,12 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
         if unit is None or _dim(unit) != _dim("m") or direction != "out":
             raise GraphError(f"hardware {ref}: velocity_limit applies to a measured position "
                              f"(m), not to {ref} ({unit})", where, block=block, port=port)
-        out.velocity_limits[ref] = abs(_number(spec["velocity_limit"], "velocity_limit", where,
-                                               block, port))
+        limit = _number(spec["velocity_limit"], "velocity_limit", where, block, port)
+        if not limit > 0:
+            raise GraphError(f"hardware {ref}: velocity_limit must be > 0 m/s (it trips the "
+                             f"safety stop above it), got {limit:g}", where, block=block,
+                             port=port)
+        out.velocity_limits[ref] = limit
     if "ramp" in spec or kind == "ao":
         if kind != "ao":
             raise GraphError(f"hardware {ref}: ramp applies to analog outputs (commands)", where,
@@ -367,6 +383,7 @@ def _enable(block: str, physical: Any, where: Where, out: Bindings) -> None:
     if not isinstance(physical, str) or not PHYSICAL["do"].match(physical):
         raise GraphError(f"hardware {block}: enable must be a digital output line such as "
                          f"Dev1/port0/line0, got {physical!r}", where, block=block)
+    _check_numbers(physical, "do", where, block, None)
     ref = f"{block}.enable"
     out.channels.append(Channel(ref, "do", physical, 1.0, 0.0, 0.0, 1.0, ""))
     out.where[ref] = where

@@ -12,7 +12,9 @@ from hapflow.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "graphs" / "demo_oscillator.yaml"
-CORPUS = sorted((Path(__file__).parent / "data" / "hostile" / "graphs").glob("*.yaml"))
+HOSTILE = Path(__file__).parent / "data" / "hostile"
+CORPUS = sorted((HOSTILE / "graphs").glob("*.yaml"))
+STUDIES = sorted((HOSTILE / "studies").glob("*.yaml"))
 
 
 def expectation(path: Path) -> tuple[int, str]:
@@ -23,11 +25,23 @@ def expectation(path: Path) -> tuple[int, str]:
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
 def test_bad_graph_file_is_one_located_error(path, capsys):
+    """``check`` (and ``hil check`` for a bad ``hardware:`` section) reject the file at load."""
     line, text = expectation(path)
-    assert main(["check", str(path)]) == 2
+    commands = [["check"], ["hil", "check"]] if path.stem.startswith("hardware_") else [["check"]]
+    for command in commands:
+        assert main([*command, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"hapflow: error: {path}:{line}: ") and text in err, err
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_bad_study_file_is_one_located_error_before_any_run(path, tmp_path, capsys):
+    line, text = expectation(path)
+    assert main(["study", str(path), "--out", str(tmp_path / "study"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"hapflow: error: {path}:{line}: ") and text in err, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and not (tmp_path / "study").exists()
 
 
 BAD_OPTIONS = [

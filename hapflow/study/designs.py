@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .spec import Parameter
+from .spec import Parameter, grid_size
 
 
 def _plain(value: Any) -> Any:
@@ -43,7 +43,7 @@ def grid_values(spec: Any) -> list[Any]:
             return [float(v) for v in np.geomspace(low, high, int(spec["num"]))]
         return [float(v) for v in np.linspace(low, high, int(spec["num"]))]
     step = spec["step"]
-    n = int(math.floor((high - low) / step * (1 + 1e-12))) + 1
+    n = int(grid_size(spec))
     if all(isinstance(v, int) for v in (low, high, step)):
         return [low + k * step for k in range(n)]
     return [float(low + k * step) for k in range(n)]

@@ -30,6 +30,7 @@ User metric functions are resolved against an allow-list (see
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -38,13 +39,15 @@ from typing import Any
 import yaml
 
 from ..errors import GraphError, HapflowError, Where, suggest, valid_list
-from ..graph import Graph
+from ..graph import MAX_DURATION, MAX_SEED, Graph
 from ..yamlio import Reader, load, read_text
 
 TOP_KEYS = ("name", "graph", "duration", "seed", "set", "design", "samples", "parameters",
             "metrics", "batch")
 DESIGNS = ("grid", "random", "lhs")
 BATCH_MODES = ("auto", "on", "off")
+MAX_RUNS = 100_000
+"""Most runs a study may have (its table and design are allocated at the start)."""
 SEED = "seed"
 """Parameter key that varies the graph seed (the random streams) instead of a block parameter."""
 
@@ -115,14 +118,44 @@ class Study:
 
 
 def _number(r: Reader, node: yaml.Node, what: str, integer: bool = False,
-            positive: bool = False) -> float | int:
+            positive: bool = False, high: float = math.inf) -> float | int:
     value = r.value(node)
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or (positive and not value > 0):
-        kind = "an integer" if integer else "a number"
-        raise StudyError(f"{what} must be {kind}{' > 0' if positive else ''}, got {value!r}",
-                         r.at(node), key=what)
+    low = 0 if positive else -math.inf
+    if isinstance(value, bool) or not ok or not math.isfinite(value) \
+            or not (low < value <= high):
+        kind = "an integer" if integer else "a finite number"
+        shown = f"{high:g}" if isinstance(high, float) else str(high)   # an int seed in full
+        bounds = (" > 0" if positive else "") + (f" and at most {shown}" if high < math.inf else "")
+        raise StudyError(f"{what} must be {kind}{bounds}, got {value!r}", r.at(node), key=what)
     return value
+
+
+def grid_size(spec: Any) -> float:
+    """Number of values of one grid parameter (a float: a range may ask for 1e12)."""
+    if isinstance(spec, list):
+        return len(spec)
+    if "num" in spec:
+        return spec["num"]
+    return math.floor((spec["high"] - spec["low"]) / spec["step"] * (1 + 1e-12)) + 1
+
+
+def _check_values(key: str, values: list[Any], where: Where, graph: Graph) -> None:
+    """Each value (or range end) as the parameter accepts it: a number, in its range."""
+    if key == SEED:
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int)
+               or not 0 <= v <= MAX_SEED]
+        if bad:
+            raise StudyError(f"seeds must be integers from 0 to {MAX_SEED}, got {bad[0]!r}",
+                             where, key=key)
+        return
+    block, _, param = key.partition(".")
+    for value in values:
+        try:
+            graph.nodes[block].block.params[param].coerce(value)
+        except ValueError as exc:
+            raise StudyError(f"parameter {key!r}: value {value!r}: {exc}", where,
+                             key=key) from None
 
 
 def _choice(r: Reader, node: yaml.Node, what: str, valid: tuple[str, ...]) -> str:
@@ -182,9 +215,7 @@ def _parameter(r: Reader, key: str, key_node: yaml.Node, value_node: yaml.Node,
         values = r.value(value_node)
         if not values:
             raise StudyError(f"parameter {key!r}: the list of values is empty", where, key=key)
-        if key == SEED and not all(isinstance(v, int) and not isinstance(v, bool)
-                                   for v in values):
-            raise StudyError(f"seeds must be integers, got {values!r}", where, key=key)
+        _check_values(key, values, where, graph)
         return Parameter(key, list(values), live, where)
     fields = {k: (kn, vn) for k, kn, vn in r.mapping(value_node, f"parameter {key!r}")}
     allowed = ("low", "high", "num", "step", "scale") if design == "grid" else \
@@ -218,6 +249,11 @@ def _parameter(r: Reader, key: str, key_node: yaml.Node, value_node: yaml.Node,
                          f"{spec['scale']!r}", r.at(fields["scale"][0]), key=key)
     if spec.get("scale") == "log" and not spec["low"] > 0:
         raise StudyError(f"parameter {key!r}: a log scale needs low > 0", where, key=key)
+    if key != SEED:
+        _check_values(key, [spec["low"], spec["high"]], where, graph)
+    if design == "grid" and grid_size(spec) > MAX_RUNS:
+        raise StudyError(f"parameter {key!r}: the range has {grid_size(spec):.3g} values; a "
+                         f"study runs at most {MAX_RUNS:,}", where, key=key)
     return Parameter(key, spec, live, where)
 
 
@@ -286,17 +322,28 @@ def _parse(text: str, file: str | None, allow: tuple[str, ...]) -> Study:
         if "samples" not in top:
             raise StudyError(f"a {design} design needs 'samples' (the number of runs)",
                              r.at(top["design"][0]), key="samples")
-        samples = int(_number(r, top["samples"][1], "samples", integer=True, positive=True))
+        samples = int(_number(r, top["samples"][1], "samples", integer=True, positive=True,
+                              high=MAX_RUNS))
     elif "samples" in top:
         raise StudyError("'samples' applies to random and lhs designs; a grid runs every "
                          "combination", r.at(top["samples"][0]), key="samples")
-    duration = (float(_number(r, top["duration"][1], "duration", positive=True))
+    duration = (float(_number(r, top["duration"][1], "duration", positive=True,
+                              high=MAX_DURATION))
                 if "duration" in top else float(graph.duration))
-    seed = int(_number(r, top["seed"][1], "seed", integer=True)) if "seed" in top else None
+    seed = (int(_number(r, top["seed"][1], "seed", integer=True, high=MAX_SEED))
+            if "seed" in top else None)
+    if seed is not None and seed < 0:
+        raise StudyError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed}",
+                         r.at(top["seed"][1]), key="seed")
     params = [_parameter(r, k, kn, vn, graph, design)
               for k, kn, vn in r.mapping(top["parameters"][1], "parameters")]
     if not params:
         raise StudyError("'parameters' is empty: vary at least one block.param or seed",
+                         r.at(top["parameters"][0]), key="parameters")
+    runs = math.prod(grid_size(p.spec) for p in params) if design == "grid" else samples
+    if runs > MAX_RUNS:
+        raise StudyError(f"the grid has {runs:.3g} runs (the product of the parameters' value "
+                         f"counts); a study runs at most {MAX_RUNS:,}",
                          r.at(top["parameters"][0]), key="parameters")
     metrics = _metrics(r, top["metrics"][1], base_dir, graph, allow)
     batch = "auto"
