@@ -56,3 +56,15 @@ def new_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} needs {str(folder)!r} to be a folder, "
                                          "and it is a file")
     return text
+
+
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+"""File types a figure is saved as (matplotlib picks the format from the suffix)."""
+
+
+def image_file(text: str) -> str:
+    """The path of a figure to write: a :func:`new_file` with an image suffix."""
+    if Path(text).suffix.lower() not in IMAGE_SUFFIXES:
+        raise argparse.ArgumentTypeError(f"{text!r}: a figure is saved as "
+                                         f"{', '.join(IMAGE_SUFFIXES)}; end the name with one")
+    return new_file(text)

@@ -2,20 +2,22 @@
 
 Errors print one message without a traceback and exit non-zero (2 for a bad
 graph or argument, 1 for a failed run or a safety stop, 130 for Ctrl-C, 143
-for SIGTERM in real time); a run that stops early keeps every chunk already
+for SIGTERM); a run that stops early keeps every chunk already
 recorded.  ``run --mode hil`` runs the graph in real time against a DAQ card
 (see :mod:`hapflow.hil.commands`).
 """
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import yaml
 
-from .argtypes import new_file, number
+from .argtypes import image_file, new_file, number
 from .errors import GraphError, HapflowError
 from .graph import MAX_DURATION, Graph
 
@@ -68,11 +70,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     for key, value in settings.items():
         sim.set(key, value)
     try:
-        result = sim.run(args.duration, out=out, progress=None if args.progress else False)
+        with _sigterm_as_sigint() as terminated:
+            result = sim.run(args.duration, out=out, progress=None if args.progress else False)
     except KeyboardInterrupt:
-        print(f"hapflow: interrupted at t = {sim.tick / graph.rate:g} s; "
-              f"the recording up to there is in {out}", file=sys.stderr)
-        return 130
+        print(f"hapflow: {'terminated' if terminated else 'interrupted'} at t = "
+              f"{sim.tick / graph.rate:g} s; the recording up to there is in {out}",
+              file=sys.stderr)
+        return 143 if terminated else 130
     except HapflowError as exc:
         print(f"hapflow: error: {exc}\nthe recording up to there is in {out}", file=sys.stderr)
         return 1
@@ -80,6 +84,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(out, args.plot)
     return 0
+
+
+@contextmanager
+def _sigterm_as_sigint() -> Iterator[list[int]]:
+    """Stop on SIGTERM as on Ctrl-C (at the end of the chunk, the recording closed); the
+    yielded list is non-empty once SIGTERM came (the default action killed the process
+    mid-chunk and left the status 'running')."""
+    terminated: list[int] = []
+
+    def handler(number: int, frame: object) -> None:
+        terminated.append(number)
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _plot(recording: Path, png: str) -> None:
@@ -157,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="BLOCK.PARAM=VALUE",
                      help="change a live parameter before running (repeatable)")
     run.add_argument("--out", type=new_file, help="HDF5 recording (default: out/<graph>.h5)")
-    run.add_argument("--plot", type=new_file, help="also plot the recorded signals to this PNG")
+    run.add_argument("--plot", type=image_file, help="also plot the recorded signals to this PNG")
     run.add_argument("--chunk", type=number(0, MAX_CHUNK, "s"), default=1.0, metavar="S",
                      help="simulated seconds per chunk (recorded and flushed at once; default 1)")
     run.add_argument("--interpret", action="store_true",
@@ -169,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     check = sub.add_parser("check", help="validate a graph; print execution order and layout")
     check.add_argument("graph", help="YAML graph file")
-    check.add_argument("--draw", type=new_file, metavar="FILE.png",
+    check.add_argument("--draw", type=image_file, metavar="FILE.png",
                        help="render the block diagram")
     check.add_argument("--source", action="store_true",
                        help="print the generated kernel source (and its compile units)")

@@ -7,9 +7,11 @@ File layout::
     attrs: graph_yaml, name, rate, seed, duration, hapflow_version,
            numba_version, ticks, complete, status, events, event_overflows
 
-The file is flushed after every chunk, so a run stopped at any point (error,
-Ctrl-C, even SIGKILL between writes) leaves a readable file holding every
-completed chunk; ``complete`` says whether the run finished.
+The file appears under its name only once its layout is written (it is built
+under a temporary name and renamed) and is flushed after every chunk, so a
+run stopped at any point (error, Ctrl-C, SIGTERM, SIGKILL) leaves either no
+file or a readable one holding every completed chunk; ``complete`` says
+whether the run finished.
 
 :meth:`Recorder.submit` hands a chunk to a writer thread while the caller
 runs the next chunk's kernel (which releases the GIL): appending and
@@ -21,11 +23,12 @@ file; :meth:`Recorder.wait` returns when all are.
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import h5py
 import numpy as np
@@ -47,10 +50,13 @@ class Recorder:
         ``"block.port"`` -> (shape, dtype code, unit) of each recorded signal.
     attrs : dict
         File attributes (graph YAML text, rate, seed, versions ...).
+    extend : callable, optional
+        Adds groups of the caller's own (the real-time timing) before the file
+        takes its name.
     """
 
     def __init__(self, path: str | Path, signals: dict[str, tuple[tuple[int, ...], str, str | None]],
-                 attrs: dict[str, Any]):
+                 attrs: dict[str, Any], extend: Callable[[h5py.File], None] | None = None):
         self.path = Path(path)
         self._writer: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
@@ -60,7 +66,24 @@ class Recorder:
         self.submitted = 0
         self.stored = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = h5py.File(self.path, "w")
+        # Built under a temporary name and renamed when complete: a process killed while
+        # HDF5 writes its first metadata left a 96-byte file h5py could not open.
+        self.path.unlink(missing_ok=True)
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
+        self.file = h5py.File(partial, "w")
+        try:
+            self._layout(signals, attrs)
+            if extend is not None:
+                extend(self.file)
+                self.file.flush()
+        except BaseException:
+            self.file.close()
+            partial.unlink(missing_ok=True)
+            raise
+        os.replace(partial, self.path)           # the open file keeps writing to it
+
+    def _layout(self, signals: dict[str, tuple[tuple[int, ...], str, str | None]],
+                attrs: dict[str, Any]) -> None:
         self.file.attrs.update({k: v for k, v in attrs.items() if v is not None})
         self.file.attrs.update(ticks=0, complete=False, status="running")
         self.time = self.file.create_dataset("time", shape=(0,), maxshape=(None,), dtype="f8",

@@ -20,6 +20,7 @@ block types come from :mod:`hapflow.registry`, never from import paths.
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -89,9 +90,11 @@ def read_text(path: str | Path, what: str = "graph file") -> str:
                          f"{column}; save it as UTF-8", Where(str(path), line)) from None
 
 
-def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """Number of values under ``node`` with every alias expanded (memoised in ``sizes``)."""
+def _expanded(node: yaml.Node, sizes: dict[int, float]) -> float:
+    """Number of values under ``node`` with every alias expanded (memoised in ``sizes``);
+    infinite for a value that contains itself (``&a [*a]``)."""
     if id(node) not in sizes:
+        sizes[id(node)] = math.inf                # until its children are counted
         sizes[id(node)] = 1 + sum(_expanded(child, sizes) for child in _children(node))
     return sizes[id(node)]
 
@@ -140,12 +143,16 @@ class Reader:
             self._check_size(self.root)
 
     def _check_size(self, root: yaml.Node) -> None:
-        sizes: dict[int, int] = {}
-        node = root
+        sizes: dict[int, float] = {}
+        node, seen = root, {id(root)}
         if _expanded(root, sizes) > MAX_NODES:
             # the innermost value that is too big on its own names the line to fix
             while big := [c for c in _children(node) if sizes[id(c)] > MAX_NODES]:
+                if id(big[0]) in seen:
+                    raise GraphError("this value contains itself through an alias",
+                                     self.at(big[0]))
                 node = big[0]
+                seen.add(id(node))
             raise GraphError(f"this value expands (through its aliases) to more than "
                              f"{MAX_NODES:,} values", self.at(node))
         for node in _scalars(root):

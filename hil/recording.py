@@ -181,10 +181,10 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.nice(5)                                         # the loop comes first
     from hapflow.recorder import Recorder
-    try:
-        rec = Recorder(path, {n: ((1,), "f8", unit) for n, (unit, _) in signals.items()}, attrs)
-        group = rec.file.create_group("hil")
-        timing = {}
+    timing = {}
+
+    def timing_group(file) -> None:                    # in the file before it takes its name
+        group = file.create_group("hil")
         for name in TIMING:
             timing[name] = group.create_dataset(name, shape=(0,), maxshape=(None,),
                                                 chunks=(8192,), dtype="int64")
@@ -192,6 +192,9 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
         for name in FLAGS:
             timing[name] = group.create_dataset(name, shape=(0,), maxshape=(None,),
                                                 chunks=(8192,), dtype="bool")
+    try:
+        rec = Recorder(path, {n: ((1,), "f8", unit) for n, (unit, _) in signals.items()}, attrs,
+                       extend=timing_group)
     except Exception as exc:                            # report any failure to the loop
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
@@ -221,6 +224,9 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
         conn.send(reply)
     except OSError:                                     # the loop's process is gone
         pass
+    if status == "killed":                 # nobody else is left to release the shared memory
+        for buf in buffers:
+            buf.release(unlink=True)
 
 
 def _append(rec, timing: dict, buf: Buffer, signals: dict, tick0: int, n: int,

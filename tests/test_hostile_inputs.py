@@ -53,7 +53,8 @@ BAD_OPTIONS = [
     (["run", "DEMO", "--out", "TMP"], "is a folder; give a file name in it"),
     (["run", "DEMO", "--out", "TMP/file/x.h5"], "to be a folder, and it is a file"),
     (["run", "DEMO", "--plot", "TMP/file/x.png"], "to be a folder, and it is a file"),
-    (["check", "DEMO", "--draw", "TMP"], "is a folder"),
+    (["check", "DEMO", "--draw", "TMP/folder.png"], "is a folder"),
+    (["check", "DEMO", "--draw", "TMP/d.h5"], "a figure is saved as .png, .pdf, .svg"),
     (["run", "DEMO", "--set", "drive.amplitude=!!python/name:os.system"],
      "the value is not a plain YAML number, list or string"),
     (["run", "DEMO", "--mode", "hil", "--max-lateness", "nan"], "argument --max-lateness: 'nan'"),
@@ -67,6 +68,7 @@ BAD_OPTIONS = [
 @pytest.mark.parametrize("argv,text", BAD_OPTIONS, ids=lambda a: " ".join(a[2:]) if isinstance(a, list) else "")
 def test_bad_option_is_one_error_before_anything_runs(argv, text, tmp_path, capsys):
     (tmp_path / "file").write_text("")
+    (tmp_path / "folder.png").mkdir()
     argv = [str(DEMO) if a == "DEMO" else a.replace("TMP", str(tmp_path)) for a in argv]
     with pytest.raises(SystemExit) as stop:      # argparse's usage error, or main's own
         raise SystemExit(main(argv))

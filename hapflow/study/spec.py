@@ -124,7 +124,7 @@ def _number(r: Reader, node: yaml.Node, what: str, integer: bool = False,
     low = 0 if positive else -math.inf
     if isinstance(value, bool) or not ok or not math.isfinite(value) \
             or not (low < value <= high):
-        kind = "an integer" if integer else "a finite number"
+        kind = "an integer" if integer else "a number"
         shown = f"{high:g}" if isinstance(high, float) else str(high)   # an int seed in full
         bounds = (" > 0" if positive else "") + (f" and at most {shown}" if high < math.inf else "")
         raise StudyError(f"{what} must be {kind}{bounds}, got {value!r}", r.at(node), key=what)
