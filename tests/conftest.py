@@ -2,7 +2,9 @@
 do not outlive their test."""
 import os
 import subprocess
+import sys
 import tempfile
+import time
 
 import pytest
 
@@ -28,3 +30,17 @@ def spawn():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def endless_run(spawn):
+    """Start ``hapflow run GRAPH --duration 1e6 --out OUT ARGS...`` in a child process and
+    return it as soon as OUT exists (the test stops it)."""
+    def start(graph, out, *args, **popen):
+        child = spawn([sys.executable, "-m", "hapflow.cli", "run", str(graph), "--duration", "1e6",
+                       "--out", str(out), "--no-progress", *args], env=os.environ.copy(), **popen)
+        deadline = time.time() + 180
+        while not out.exists() and time.time() < deadline:
+            time.sleep(0.0005)
+        return child
+    return start

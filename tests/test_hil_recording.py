@@ -1,8 +1,6 @@
 """The real-time recording's writer process: the file and shared memory on every exit path."""
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,16 +15,12 @@ def shared_segments(pid: int) -> set[str]:
         return {line.split()[-1] for line in maps if "/dev/shm/" in line}
 
 
-def test_kill_9_of_a_hil_run_releases_its_shared_memory(tmp_path, spawn):
+def test_kill_9_of_a_hil_run_releases_its_shared_memory(tmp_path, endless_run):
     """The writer process outlives a ``kill -9`` of the loop: it closes the file and unlinks
     the two shared-memory buffers nobody else can release any more (they leaked)."""
     out = tmp_path / "hil.h5"
-    child = spawn([sys.executable, "-m", "hapflow.cli", "run", str(TESTBED), "--mode", "hil",
-                   "--duration", "1e6", "--out", str(out), "--no-progress"],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-    deadline = time.time() + 180
-    while not out.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    child = endless_run(TESTBED, out, "--mode", "hil", stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
     time.sleep(0.5)
     segments = shared_segments(child.pid)
     assert len(segments) == 2

@@ -2,7 +2,6 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -45,15 +44,11 @@ def test_file_appears_only_with_its_layout_written(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.3])
-def test_sigkill_at_any_moment_leaves_a_readable_file(tmp_path, spawn, delay):
+def test_sigkill_at_any_moment_leaves_a_readable_file(tmp_path, endless_run, delay):
     """SIGKILL the moment the file appears, and a little later while chunks stream in."""
     out = tmp_path / "kill.h5"
-    child = spawn([sys.executable, "-m", "hapflow.cli", "run", str(DEMO), "--duration", "1e6",
-                   "--chunk", "0.01", "--out", str(out), "--no-progress"],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-    deadline = time.time() + 120
-    while not out.exists() and time.time() < deadline:
-        time.sleep(0.0005)
+    child = endless_run(DEMO, out, "--chunk", "0.01", stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
     time.sleep(delay)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=60)
@@ -61,14 +56,9 @@ def test_sigkill_at_any_moment_leaves_a_readable_file(tmp_path, spawn, delay):
     assert rec.attrs["status"] == "running" and rec.time.size == rec.attrs["ticks"]
 
 
-def test_sigterm_stops_a_simulation_like_ctrl_c(tmp_path, spawn):
+def test_sigterm_stops_a_simulation_like_ctrl_c(tmp_path, endless_run):
     out = tmp_path / "term.h5"
-    child = spawn([sys.executable, "-m", "hapflow.cli", "run", str(DEMO), "--duration", "1e6",
-                   "--chunk", "0.05", "--out", str(out), "--no-progress"],
-                  stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    deadline = time.time() + 120
-    while not out.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    child = endless_run(DEMO, out, "--chunk", "0.05", stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)          # chunks of 50 ticks are flushed every few milliseconds
     child.send_signal(signal.SIGTERM)
     _, err = child.communicate(timeout=60)
