@@ -190,7 +190,7 @@ class Graph:
                 if spec.unit and not spec.unit.startswith("="):
                     dimension(spec.unit)
             except UnitError as exc:
-                raise GraphError(f"block {name!r}: port {port!r}: {exc}", where, block=name,
+                raise GraphError(f"port {name}.{port}: {exc}", where, block=name,
                                  port=port, key="unit") from None
         divider = self._divider(name, rate, where)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
