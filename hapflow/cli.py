@@ -53,11 +53,12 @@ def _load(path: str) -> Graph:
 def cmd_run(args: argparse.Namespace) -> int:
     from .simulation import Simulation
     graph = _load(args.graph)
-    settings = _settings(args.set)
+    for key, value in _settings(args.set).items():    # live or structural: nothing is compiled yet
+        graph.set(key, value)
     out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
     if args.mode == "hil":
         from .hil.commands import run_hil
-        status = run_hil(args, graph, settings, out)
+        status = run_hil(args, graph, out)
         if status == 0 and args.plot:
             _plot(out, args.plot)
         return status
@@ -67,8 +68,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.fault or args.mlock:
         raise GraphError(f"--{'fault' if args.fault else 'mlock'} applies to --mode hil")
     sim = Simulation(graph, interpret=args.interpret, chunk=args.chunk)
-    for key, value in settings.items():
-        sim.set(key, value)
     try:
         with _sigterm_as_sigint() as terminated:
             result = sim.run(args.duration, out=out, progress=None if args.progress else False)
@@ -154,17 +153,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_blocks(args: argparse.Namespace) -> int:
     from . import registry
     from .reference import reference
-    if args.name:
-        cls = registry.lookup(args.name)
-        if cls is None:
+    names = registry.names()
+    if args.name:                  # a type name in any case, or a part of names ('pid')
+        exact = [n for n in names if n.lower() == args.name.lower()]
+        names = exact or [n for n in names if args.name.lower() in n.lower()]
+        if not names:
             from .errors import suggest
             raise GraphError(f"unknown block type {args.name!r}{suggest(args.name, registry.names())} "
                              "Run 'hapflow blocks' for the list.")
-        print(reference(cls))
-        return 0
-    for name in registry.names():
-        cls = registry.lookup(name)
-        print(f"{name:24s} {cls.summary()}")
+        if len(names) == 1:
+            print(reference(registry.lookup(names[0])))
+            return 0
+    for name in names:
+        print(f"{name:24s} {registry.lookup(name).summary()}")
     return 0
 
 

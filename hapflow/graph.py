@@ -204,6 +204,34 @@ class Graph:
         self.nodes[name] = Node(name, block, divider, offset, rate, where)
         return block
 
+    def set(self, key: str, value: Any) -> None:
+        """Change parameter ``"block.param"`` before the graph is compiled.
+
+        A live parameter is set on the block; a structural one rebuilds the
+        block with the new value (its ports may change; wires are checked
+        when the graph is).
+
+        Raises
+        ------
+        GraphError
+            If the block or parameter is unknown or the value is invalid.
+        """
+        name, _, param = key.partition(".")
+        node = self.nodes.get(name)
+        if node is None or not param:
+            raise GraphError(f"cannot set {key!r}: write block.param with a block of the graph"
+                             f"{suggest(name, self.nodes)} Blocks: {valid_list(self.nodes)}",
+                             block=name)
+        block = node.block
+        try:
+            if param in block.params and not block.params[param].live:
+                node.block = type(block)(**{**block.values, param: value})
+                node.block.sample_time = block.sample_time
+            else:
+                block.set(param, value)
+        except ParamError as exc:
+            raise GraphError(f"block {name!r}: {exc}", block=name) from None
+
     def _divider(self, name: str, rate: Any, where: Where) -> int:
         if rate is None:
             return 1

@@ -33,6 +33,11 @@ from .recorder import Recorder
 from .rng import stream_seeds
 
 
+def _factor(x: float) -> str:
+    """A real-time factor with the digits that matter: 0.33, 4.2, 1,234."""
+    return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
+
+
 @dataclass
 class RunResult:
     """What a run produced.
@@ -70,7 +75,7 @@ class RunResult:
     def summary(self) -> str:
         """One line: ticks, simulated and wall time, real-time factor, events, file."""
         line = (f"{self.ticks} ticks ({self.ticks / self.rate:g} s simulated) in "
-                f"{self.wall:.3f} s wall, real-time factor {self.realtime_factor:,.0f}x")
+                f"{self.wall:.3g} s wall, real-time factor {_factor(self.realtime_factor)}x")
         if self.events or self.event_overflows:
             line += f", {self.events} events ({self.event_overflows} overflow)"
         if self.path:

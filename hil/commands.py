@@ -91,20 +91,10 @@ def nidaq_backend(grpc: str | None) -> Backend:
     return NidaqBackend(grpc=grpc)
 
 
-def run_hil(args: argparse.Namespace, graph, settings: dict[str, object], out: Path) -> int:
+def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
     """``hapflow run --mode hil``: run, print the summary, return the exit status."""
-    from hapflow.block import ParamError
-    from hapflow.errors import GraphError
     from .runner import HilRunner, RealTime
     from .safety import Policy
-    for key, value in settings.items():
-        block, _, param = key.partition(".")
-        if block not in graph.nodes:
-            raise GraphError(f"cannot set {key!r}: no block {block!r}", block=block)
-        try:
-            graph.nodes[block].block.set(param, value)
-        except ParamError as exc:
-            raise GraphError(f"block {block!r}: {exc}", block=block) from None
     policy = Policy(**{k: v for k, v in (("max_overruns", args.max_overruns),
                                           ("max_lateness", args.max_lateness)) if v is not None})
     runner = HilRunner(graph, _backend(args, graph), policy,

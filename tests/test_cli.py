@@ -62,8 +62,36 @@ def test_blocks_reference(capsys):
     assert main(["blocks", "MassSpringDamper"]) == 0
     ref = capsys.readouterr().out
     assert "force" in ref and "[N s/m]" in ref and "Ports" in ref
-    assert main(["blocks", "MassSpringDamp"]) == 2
+    assert main(["blocks", "MassSprngDamper"]) == 2
     assert "did you mean 'MassSpringDamper'?" in capsys.readouterr().err
+
+
+def test_blocks_finds_a_type_by_any_case_or_part_of_its_name(capsys):
+    assert main(["blocks", "pid"]) == 0              # the one match: its reference
+    assert capsys.readouterr().out.startswith("PIDFeedforward\n")
+    assert main(["blocks", "massspringdamper"]) == 0
+    assert capsys.readouterr().out.startswith("MassSpringDamper\n")
+    assert main(["blocks", "kalman"]) == 0           # several: the list of them
+    listing = capsys.readouterr().out.splitlines()
+    assert len(listing) == 3 and all("KalmanFilter" in line for line in listing)
+
+
+def test_set_of_a_structural_parameter_rebuilds_the_block(tmp_path, capsys):
+    """A structural --set cannot be applied to a compiled kernel, but the CLI sets it before
+    compiling: the delay is rebuilt with two elements, which its 1-element driver cannot feed."""
+    assert main(["run", str(DEMO), "--set", "delay.size=2", "--out", str(tmp_path / "r.h5"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "delay.u takes (2,) f8" in err and "rebuild" not in err
+    assert main(["run", str(DEMO), "--set", "drive.unit=N", "--duration", "0.01",
+                 "--out", str(tmp_path / "r.h5"), "--no-progress"]) == 0
+
+
+def test_summary_of_a_short_run_shows_its_wall_time(tmp_path, capsys):
+    assert main(["run", str(DEMO), "--duration", "0.001", "--out", str(tmp_path / "r.h5"),
+                 "--no-progress"]) == 0
+    summary = capsys.readouterr().out
+    assert "1 ticks" in summary and "0.000 s wall" not in summary
 
 
 def test_ctrl_c_inside_a_finaliser_still_stops_the_run(tmp_path):
