@@ -14,6 +14,8 @@ import numpy as np
 from hapflow.errors import HapflowError
 
 PERCENTILES = (50.0, 99.0, 99.9)
+COLUMNS = ("wake", "lateness", "compute", "skipped", "overrun")
+"""Per-tick datasets under ``/hil`` a report needs (``missed`` is optional: older files)."""
 
 
 @dataclass
@@ -62,9 +64,33 @@ def load_timing(path: str | Path) -> Timing:
             raise HapflowError(f"{path} has no real-time timing (/hil): it was not recorded "
                                "with 'hapflow run --mode hil'")
         g = f["hil"]
-        columns = [g[k][()] for k in ("wake", "lateness", "compute", "skipped", "overrun")]
+        absent = [k for k in COLUMNS if not isinstance(g.get(k), h5py.Dataset)]
+        if absent or "period_ns" not in f.attrs:
+            raise HapflowError(f"{path}: the real-time timing is incomplete (no "
+                               f"{', '.join(absent) or 'period_ns attribute'}): the file is "
+                               "damaged or was not written by 'hapflow run --mode hil'")
+        columns = [g[k][()] for k in COLUMNS]
         missed = g["missed"][()] if "missed" in g else np.zeros(columns[0].size, dtype=bool)
-        return Timing(*columns, missed, int(f.attrs["period_ns"]), dict(f.attrs))
+        timing = Timing(*columns, missed, int(f.attrs["period_ns"]), dict(f.attrs))
+    _check(timing, path)
+    return timing
+
+
+def _check(t: Timing, path: str | Path) -> None:
+    """Reject timing no run can have written (a damaged file printed nonsense and exit 0)."""
+    n = t.wake.size
+    problem = None
+    if any(np.ndim(c) != 1 or c.size != n for c in (t.lateness, t.compute, t.skipped, t.overrun,
+                                                     t.missed)):
+        problem = "its columns have different lengths"
+    elif t.period_ns <= 0:
+        problem = f"its period is {t.period_ns} ns"
+    elif n and (t.skipped.min() < 0 or t.skipped.sum() > n + (t.wake.max() - t.wake.min())
+                // t.period_ns):
+        problem = ("more edges skipped than the run's wake-up times span "
+                   f"({int(t.skipped.sum())} in {n} ticks)")
+    if problem:
+        raise HapflowError(f"{path}: the real-time timing is damaged: {problem}")
 
 
 def stats(values_ns: np.ndarray) -> dict[str, float]:

@@ -76,3 +76,36 @@ def test_bad_option_is_one_error_before_anything_runs(argv, text, tmp_path, caps
     err = capsys.readouterr().err
     assert text in err and "Traceback" not in err, err
     assert not list(tmp_path.glob("*.h5"))
+
+
+def timing_file(path: Path, **columns) -> Path:
+    """A /hil timing group as a real-time run writes it (100 ticks at 1 kHz), with
+    ``columns`` replaced (``None`` drops one)."""
+    import h5py
+    import numpy as np
+    n = 100
+    data = {"wake": np.arange(n) * 1_000_000, "lateness": np.zeros(n, np.int64),
+            "compute": np.full(n, 20_000), "skipped": np.zeros(n, np.int64),
+            "overrun": np.zeros(n, bool), **columns}
+    with h5py.File(path, "w") as f:
+        f.attrs["period_ns"] = 1_000_000
+        for name, values in data.items():
+            if values is not None:
+                f[f"hil/{name}"] = values
+    return path
+
+
+@pytest.mark.parametrize("columns,text", [
+    ({"compute": None}, "the real-time timing is incomplete (no compute)"),
+    ({"skipped": [0] * 99 + [72056494543011937]}, "more edges skipped than the run's wake-up"),
+    ({"lateness": [0] * 7}, "its columns have different lengths"),
+], ids=["no-compute", "skipped-corrupt", "short-column"])
+def test_report_rejects_damaged_timing(columns, text, tmp_path, capsys):
+    import numpy as np
+    columns = {k: None if v is None else np.asarray(v, np.int64) for k, v in columns.items()}
+    path = timing_file(tmp_path / "run.h5", **columns)
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {path}: ") and text in err and "Traceback" not in err, err
+    assert main(["report", str(timing_file(tmp_path / "ok.h5"))]) == 0
+    assert "edges skipped: 0" in capsys.readouterr().out
