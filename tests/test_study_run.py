@@ -42,7 +42,7 @@ graph: stand.yaml
 duration: 0.5
 batch: {batch}
 parameters:
-  msd.stiffness: [200.0, 800.0, -1.0, 1.0e9]    # -1: invalid value; 1e9: RK4 unstable at 4 kHz
+  msd.stiffness: [200.0, 800.0, 1.0e9]    # 1e9: RK4 unstable at 4 kHz
   seed: [1, 2, 3]
 metrics:
   pos_rms: {{rms: msd.pos}}
@@ -84,10 +84,7 @@ def test_failed_runs_are_recorded_and_the_study_completes(tmp_path):
     study = make_study(tmp_path / "s")
     result = run_study(study, tmp_path / "out", workers=0, progress=False)
     t = result.table
-    assert len(t) == 12 and result.executed == 12 and result.failed == 6
-    bad = t[t["msd.stiffness"] == -1.0]
-    assert (bad["status"] == "failed").all()
-    assert bad["error"].str.contains("GraphError: block 'msd': parameter 'stiffness'").all()
+    assert len(t) == 9 and result.executed == 9 and result.failed == 3
     unstable = t[t["msd.stiffness"] == 1.0e9]
     assert (unstable["status"] == "failed").all()
     assert unstable["error"].str.contains("SimulationError: block 'msd': state became non-finite").all()
@@ -99,6 +96,24 @@ def test_failed_runs_are_recorded_and_the_study_completes(tmp_path):
     pd.testing.assert_frame_equal(on_disk, t)
     assert result.files["summary"].exists() and result.files["pos_rms"].exists()
     assert "pos_rms_heatmap" not in result.files            # one parameter besides the seed
+
+
+def test_invalid_value_is_rejected_at_load_not_in_every_run(tmp_path):
+    """A value the parameter's own check rejects (stiffness -1) used to load and fail each of
+    its runs; the study file is rejected at its line instead."""
+    text = STUDY.replace("[200.0, 800.0, 1.0e9]", "[200.0, -1.0]")
+    with pytest.raises(hf.GraphError, match=r"study.yaml:6: parameter 'msd.stiffness': value "
+                                            r"-1.0: must be >= 0"):
+        make_study(tmp_path / "s", text=text)
+
+
+def test_study_where_every_run_fails_exits_non_zero(tmp_path, capsys):
+    from hapflow.cli import main
+    text = STUDY.replace("[200.0, 800.0, 1.0e9]", "[1.0e9]").replace("[1, 2, 3]", "[1]")
+    study = make_study(tmp_path / "s", text=text)
+    assert main(["study", str(study.file), "--workers", "0", "--out", str(tmp_path / "out"),
+                 "--allow", "tests", "--no-progress", "--no-plots"]) == 1
+    assert "every run of the study failed" in capsys.readouterr().err
 
 
 def test_resumed_study_skips_finished_runs(tmp_path, monkeypatch):
@@ -114,10 +129,10 @@ def test_resumed_study_skips_finished_runs(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_STUDY_TEST_INTERRUPT")
     EXECUTED.clear()
     resumed = run_study(study, out, workers=0, progress=False, plots=False)
-    assert resumed.executed == 8 and resumed.skipped == 4
-    assert EXECUTED == [4, 5]                     # runs 6-11 fail before any metric
+    assert resumed.executed == 5 and resumed.skipped == 4
+    assert EXECUTED == [4, 5]                     # runs 6-8 fail before any metric
     again = run_study(study, out, workers=0, progress=False, plots=False)
-    assert again.executed == 0 and again.skipped == 12
+    assert again.executed == 0 and again.skipped == 9
     fresh = run_study(study, tmp_path / "fresh", workers=0, progress=False, plots=False)
     pd.testing.assert_frame_equal(again.table.drop(columns=["sim_wall_s"]),
                                   fresh.table.drop(columns=["sim_wall_s"]))
@@ -127,11 +142,11 @@ def test_same_results_on_one_and_two_workers(tmp_path, cluster):
     study = make_study(tmp_path / "s")
     one = run_study(study, tmp_path / "one", workers=0, progress=False, plots=False)
     two = run_study(study, tmp_path / "two", scheduler=cluster, progress=False, plots=False)
-    assert two.workers == 2 and two.executed == 12
+    assert two.workers == 2 and two.executed == 9
     cols = ["run", "status", "error", "seed", "msd.stiffness", *METRICS]
     pd.testing.assert_frame_equal(one.table[cols], two.table[cols])
     resumed = run_study(study, tmp_path / "two", scheduler=cluster, progress=False, plots=False)
-    assert resumed.executed == 0 and resumed.skipped == 12
+    assert resumed.executed == 0 and resumed.skipped == 9
 
 
 def test_batched_study_equals_single_runs(tmp_path, cluster):
@@ -237,8 +252,8 @@ def test_batch_reports_a_non_finite_run_and_keeps_the_others():
 
 
 def test_structural_parameters_compile_one_kernel_per_structure(tmp_path):
-    text = STUDY.replace("  msd.stiffness: [200.0, 800.0, -1.0, 1.0e9]    # -1: invalid value; "
-                         "1e9: RK4 unstable at 4 kHz\n", "  head.order: [1, 3]\n"
+    text = STUDY.replace("  msd.stiffness: [200.0, 800.0, 1.0e9]    # 1e9: RK4 unstable at "
+                         "4 kHz\n", "  head.order: [1, 3]\n"
                          "  msd.stiffness: [200.0, 800.0]\n").replace("seed: [1, 2, 3]",
                                                                        "seed: [4]")
     study = make_study(tmp_path / "s", batch="off", text=text)
@@ -266,7 +281,7 @@ def test_command_line(tmp_path, capsys):
                               str(tmp_path / "out"), "--allow", "tests", "--no-progress"])
     assert args.func(args) == 0
     text = capsys.readouterr().out
-    assert "12 runs: 6 ok, 6 failed; 12 run now in this process" in text
+    assert "9 runs: 6 ok, 3 failed; 9 run now in this process" in text
     assert (tmp_path / "out" / "results.parquet").exists()
     from hapflow import cli
     if "study" in cli.parser()._subparsers._group_actions[0].choices:

@@ -118,6 +118,15 @@ def test_user_metric_outside_the_allow_list_is_not_imported(folder, monkeypatch)
     assert "dotted path" in error_of(folder, text.replace("tests.test_study_spec.settle_time", "x"))
 
 
+def test_user_metric_in_the_readme_syntax_loads(folder):
+    """README: ``{function: pkg.mod.f, args: {...}}``, args beside function (it was rejected:
+    only ``{function: {path: ..., args: ...}}`` loaded)."""
+    text = STUDY.replace("final: msd.pos", "function: tests.test_study_spec.settle_time, "
+                                           "args: {band: 0.05}")
+    metric = load_study(study_text(folder, text), allow=("tests",)).metrics["final_pos"]
+    assert metric["kind"] == "function" and metric["args"] == {"band": 0.05}
+
+
 def settle_time(run, band=0.02):
     """User metric for the tests: last time |pos - final| exceeds ``band`` of the final value."""
     pos = run.signals["msd.pos"][:, 0]

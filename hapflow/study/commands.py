@@ -15,6 +15,7 @@ DIR (default ``out/<study file stem>``).  Writes ``DIR/results.parquet``,
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -28,6 +29,10 @@ def cmd_study(args: argparse.Namespace) -> int:
                        progress=args.progress, retry_failed=args.retry_failed,
                        plots=args.plots)
     print(result.summary())
+    if result.failed and result.failed == len(result.table):
+        print(f"hapflow: error: every run of the study failed (the errors are in "
+              f"{result.out})", file=sys.stderr)
+        return 1
     return 0
 
 

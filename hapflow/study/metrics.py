@@ -210,6 +210,8 @@ def check_metric(name: str, spec: Any, graph: Graph, base_dir: Path,
         signal, index = _signal(arg, graph)
         return {"kind": "stat", "stat": kind, "signal": signal, "index": index,
                 "after": float(after)}
+    if kind == "function" and set(rest) == {"args"}:    # the README's {function: F, args: A}
+        arg, rest = {"path": arg, "args": rest["args"]}, {}
     if rest:
         raise MetricError(f"unknown key(s) {sorted(rest)} beside {kind!r}"
                           + ("; user arguments go under 'args'" if kind != "function" else ""))
