@@ -317,7 +317,7 @@ class Filler:
                 and all(c.array is not None for c in varied):       # values go where they are
             put_p(slice(None), packed)
             for c in varied:
-                rows["f"][:, start + self._offset(block, c.param)] = c.array
+                rows["f"][:, start + self._offset(name, c.param)] = c.array
         else:
             self._per_value(name, varied, errors, packed, pack, put_p)
         state, read = _traced(block, block.initial_state)
@@ -329,15 +329,11 @@ class Filler:
                 rows["m"][seeds == seed, m.start + block.istate:m.stop] = \
                     stream_seeds(int(seed), name, block.random_streams)
 
-    @staticmethod
-    def _offset(block: Block, param: str) -> int:
-        """Offset of scalar live ``param`` in the default :meth:`Block.pack` of ``block``."""
-        at = 0
-        for name, size, _ in block.packed_names():
-            if name == param:
-                return at
-            at += size
-        raise KeyError(param)
+    def _offset(self, name: str, param: str) -> int:
+        """Offset of scalar live ``param`` in the default :meth:`Block.pack` of block ``name``
+        (the named fields the layout recorded)."""
+        return next(at for field, at, _, _ in self.sim.layout.fields[(name, "p")]
+                    if field == param)
 
     def _per_value(self, name: str, varied: list[_Column], errors: list, base: Any,
                    method: Callable[[], Any], put: Callable[[Any, Any], None]) -> None:
