@@ -114,7 +114,7 @@ def test_recording_signals_and_missing_names(tmp_path, sweep):
     assert mo.settings["velocity"] == "fusion" and mo.source["signals"]["acc"] == "head.accel"
     assert len(mo.source["sha256"]) == 64
     enc_only = load_motion(path, acc=None)
-    assert enc_only.settings["velocity"] == "encoder"
+    assert enc_only.settings["velocity"] == "spectral"
     with pytest.raises(SignalError) as exc:
         from_recording(path, force="head.forc")
     text = str(exc.value)

@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 
 from . import ewls as _ewls
+from . import poly as _poly
 from . import segmented as _seg
 from .errors import IdentError
 from .model import DIRECTION_NAMES, ImpedanceModel, Knots
 from .prep import Motion, group
 from .verify import compare
 
-METHODS = ("segmented", "auto", "ewls")
+METHODS = ("segmented", "auto", "ewls", "poly")
 
 
 def identify(motion: Motion, method: str = "segmented", segments: int = 8,
@@ -29,16 +30,17 @@ def identify(motion: Motion, method: str = "segmented", segments: int = 8,
              resolution: float | None = None, penalty: float = 1.0,
              min_samples: int | None = None, max_segments: int = 60,
              v_blend: float = 1e-3, edges: np.ndarray | None = None,
-             window: float | None = None) -> ImpedanceModel:
+             window: float | None = None, stiffness: str | tuple[int, ...] = (1, 3),
+             damping: str | tuple[int, ...] = (0,)) -> ImpedanceModel:
     """Fit the locally linear model per direction.
 
     Parameters
     ----------
     motion : Motion
         Prepared data (:mod:`hapflow.ident.prep`).
-    method : {'segmented', 'auto', 'ewls'}
-        Fixed equal segments (seed 000), automatic BIC segments, or EWLS on a
-        grid (seed 002).
+    method : {'segmented', 'auto', 'ewls', 'poly'}
+        Fixed equal segments (seed 000), automatic BIC segments, EWLS on a
+        grid (seed 002), or one global polynomial model (:mod:`hapflow.ident.poly`).
     segments : int
         Number of segments (``segmented``).
     regressors : str, optional
@@ -52,6 +54,8 @@ def identify(motion: Motion, method: str = "segmented", segments: int = 8,
         Direction blend velocity stored in the model, m/s.
     edges : ndarray, optional
         Explicit segment edges for ``segmented`` (instead of ``segments``).
+    stiffness, damping : str or tuple of int
+        ``poly``: powers of x of the spring force and of the damping.
 
     Returns
     -------
@@ -59,6 +63,8 @@ def identify(motion: Motion, method: str = "segmented", segments: int = 8,
     """
     if method not in METHODS:
         raise IdentError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if method == "poly":
+        return _identify_poly(motion, stiffness, damping, v_blend)
     regs = _seg.parse_regressors(regressors, motion.quasi_static)
     groups = group(motion)
     knots: dict[int, Knots] = {}
@@ -100,6 +106,24 @@ def identify(motion: Motion, method: str = "segmented", segments: int = 8,
     settings["prep"] = {k: v for k, v in motion.settings.items()}
     model = ImpedanceModel(knots[1], knots[-1], float(v_blend), method, settings,
                            dict(motion.source), diag)
+    model.fit = fit_quality(model, motion)
+    return model
+
+
+def _identify_poly(motion: Motion, stiffness: str | tuple[int, ...],
+                   damping: str | tuple[int, ...], v_blend: float) -> ImpedanceModel:
+    stiffness = _poly.parse_powers(stiffness, "stiffness")
+    damping = _poly.parse_powers(damping, "damping")
+    fit = _poly.fit_poly(motion, stiffness, damping)
+    moving = motion.x[(motion.direction != 0) & motion.valid]
+    lo, hi = float(moving.min()), float(moving.max())
+    settings = {"stiffness": list(stiffness), "damping": list(damping),
+                "prep": dict(motion.settings)}
+    diag = {"coefficients": fit.coefficients,
+            "stderr": dict(zip(fit.names, fit.stderr.tolist())),
+            "condition": fit.cond, "samples": fit.n, "bic": fit.bic}
+    model = ImpedanceModel(_poly.knots(fit, lo, hi, 1), _poly.knots(fit, lo, hi, -1),
+                           float(v_blend), "poly", settings, dict(motion.source), diag)
     model.fit = fit_quality(model, motion)
     return model
 

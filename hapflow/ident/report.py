@@ -36,8 +36,24 @@ def _fmt(value: float, se: float | None = None) -> str:
     return f"{value:.5g} +- {se:.2g}"
 
 
+def poly_table(model: ImpedanceModel) -> str:
+    """Coefficients of a global polynomial model with standard errors (SI units)."""
+    coef, se = model.diagnostics["coefficients"], model.diagnostics["stderr"]
+    units = {"m": "kg", "F0": "N", "Fc": "N"}
+    lines = [f"global model over {model.positive.x[0] * 1e3:.4g} .. {model.positive.x[-1] * 1e3:.4g} "
+             f"mm, {model.diagnostics['samples']} samples, condition "
+             f"{model.diagnostics['condition']:.3g}"]
+    for name, value in coef.items():
+        power = int(name[1:]) if name[0] in "bk" and name[1:].isdigit() else None
+        unit = units.get(name) or (f"N s/m^{power + 1}" if name[0] == "b" else f"N/m^{power}")
+        lines.append(f"  {name:>4s} [{unit}]: {_fmt(value, se.get(name))}")
+    return "\n".join(lines)
+
+
 def model_table(model: ImpedanceModel) -> str:
     """Text table of the identified parameters."""
+    if model.method == "poly":
+        return poly_table(model)
     params = identified(model)
     lines = []
     for d in (1, -1):
