@@ -25,7 +25,8 @@ def test_identify_writes_model_and_plots_then_verify(run, tmp_path, capsys):
     assert main(["identify", str(run), "--segments", "5", "--out", str(model_path),
                  "--plots", str(tmp_path / "plots")]) == 0
     out = capsys.readouterr().out
-    assert "velocity: fusion" in out and "positive (v > 0)" in out and "cond" in out
+    assert "acceleration: fusion: an accelerometer is present" in out
+    assert "positive (v > 0)" in out and "cond" in out
     assert "fit: force NRMSE" in out
     assert "against the truth (recording attribute impedance_truth)" in out
     for name in ("parameters.png", "force.png"):

@@ -132,3 +132,42 @@ def test_non_positive_mass_is_rejected_with_its_range():
     kn = Knots(xk, [0.1, -0.05, 0.1], [1, 1, 1], [100, 100, 100], [0, 0, 0])
     with pytest.raises(IdentError, match=r"positive-direction mass is not positive between 0 and 0 mm"):
         check_mass(ImpedanceModel(kn, kn))
+
+
+@pytest.fixture(scope="module")
+def oscillator_csv(oscillator, tmp_path_factory):
+    path = tmp_path_factory.mktemp("osc") / "oscillator.csv"
+    d = oscillator
+    t = np.arange(d["x"].size) / RATE
+    np.savetxt(path, np.column_stack([t, d["xm"] * 1e3, d["u"]]), delimiter=",",
+               header="time [s],position [mm],force [N]", comments="")
+    return path
+
+
+def test_cli_identify_poly_then_verify_simulate(oscillator_csv, oscillator, tmp_path, capsys):
+    from hapflow.cli import main
+    model = tmp_path / "m.yaml"
+    assert main(["identify", str(oscillator_csv), "--method", "poly", "--out", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "velocity and acceleration: spectral: no accelerometer" in out
+    assert "k1 [N/m]" in out and "warning" not in out
+    assert main(["verify", str(model), "--against", str(oscillator_csv), "--simulate",
+                 "--plots", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("free run"))
+    rms_mm = float(line.split("error ")[1].split(" mm")[0])
+    # the whole record: ~1 % noise plus the model's error, well under the motion's ~0.87 mm
+    assert 0.005 < rms_mm < 0.03
+    assert (tmp_path / "verify_simulate.png").stat().st_size > 10000
+
+
+def test_cli_strict_fails_on_negative_masses(oscillator_csv, tmp_path, capsys):
+    """The old default estimator on this data: negative masses, warned; --strict exits 1."""
+    from hapflow.cli import main
+    args = ["identify", str(oscillator_csv), "--velocity", "encoder", "--segments", "4",
+            "--out", str(tmp_path / "m.yaml")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "mass" in out and "is negative beyond its standard error" in out
+    assert main(args + ["--strict"]) == 1
+    assert "FAIL" in capsys.readouterr().out

@@ -2,19 +2,25 @@
 
 ::
 
-    hapflow identify RUN.h5|DATA.csv [--method segmented|auto|ewls] [--segments N]
+    hapflow identify RUN.h5|DATA.csv [--method segmented|auto|ewls|poly] [--segments N]
                      [--forgetting 0.999] [--grid M] [--two-sided] [--regressors avx1]
+                     [--stiffness 1,3 --damping 0] [--strict]
                      [--pos enc.pos --force head.force --acc head.accel|none]
-                     [--velocity fusion|encoder|accel|difference] [--cutoff HZ] ...
+                     [--velocity fusion|spectral|encoder|accel|difference] [--cutoff HZ] ...
                      [--out model.yaml] [--plots DIR]
-    hapflow verify MODEL.yaml --against RUN.h5|DATA.csv [--bin M] [--max-nrmse PCT] [--plots DIR]
+    hapflow verify MODEL.yaml --against RUN.h5|DATA.csv [--bin M] [--max-nrmse PCT]
+                   [--simulate] [--plots DIR]
 
-``identify`` writes the model file and prints the parameter table, the fit
-NRMSE and, for a recording of a simulated device, the errors against the
-true impedance; ``--plots`` adds ``parameters.png`` (true curves dashed) and
-``force.png`` (measured vs predicted).  ``verify`` prepares the data as the
-model's identification data was prepared and prints the force NRMSE and the
-worst position range; ``--max-nrmse`` makes it exit 1 above a limit.
+``identify`` writes the model file and prints which velocity/acceleration
+estimate it used and why, the parameter table, the fit NRMSE, warnings for
+non-physical or unsupported estimates (:mod:`hapflow.ident.checks`; exit 1
+with ``--strict``) and, for a recording of a simulated device, the errors
+against the true impedance; ``--plots`` adds ``parameters.png`` (true curves
+dashed) and ``force.png`` (measured vs predicted).  ``verify`` prepares the
+data as the model's identification data was prepared and prints the force
+NRMSE and the worst position range; ``--max-nrmse`` makes it exit 1 above a
+limit; ``--simulate`` also runs the model free from the measured force
+(admittance) and prints the RMS position error (plot ``verify_simulate.png``).
 """
 from __future__ import annotations
 
@@ -62,11 +68,12 @@ def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     g.add_argument("--acc", default=None,
                    help="accelerometer signal (m/s^2), or 'none'"
                         + (" [head.accel if recorded]" if defaults else ""))
-    g.add_argument("--velocity", choices=("fusion", "encoder", "accel", "difference"),
+    g.add_argument("--velocity", choices=("fusion", "spectral", "encoder", "accel", "difference"),
                    help="velocity/acceleration estimator [fusion with an accelerometer, "
-                        "else encoder]")
+                        "else spectral with its corner from the data's band]")
     g.add_argument("--order", type=int, help="Butterworth order [2]")
-    g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [40 Hz encoder, 200 Hz with an accelerometer]")
+    g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [spectral: 1.25 x the data's band; encoder 40 Hz; "
+                        "200 Hz with an accelerometer]")
     g.add_argument("--crossover", type=float, metavar="HZ", help="fusion crossover [5 Hz]")
     g.add_argument("--highpass", type=float, metavar="HZ",
                    help="accelerometer high-pass of --velocity accel [0.5 Hz]")
@@ -88,7 +95,8 @@ def cmd_identify(args: argparse.Namespace) -> int:
     model = identify(motion, args.method, segments=args.segments, regressors=args.regressors,
                      forgetting=args.forgetting, p0=args.p0, grid=args.grid,
                      two_sided=args.two_sided, resolution=args.resolution, penalty=args.penalty,
-                     v_blend=args.v_blend, window=args.window)
+                     v_blend=args.v_blend, window=args.window, stiffness=args.stiffness,
+                     damping=args.damping)
     out = Path(args.out) if args.out else Path("out") / f"{data.stem}_model.yaml"
     model.save(out)
     truth = None
@@ -99,9 +107,11 @@ def cmd_identify(args: argparse.Namespace) -> int:
     n_pos = int((motion.direction > 0).sum())
     n_neg = int((motion.direction < 0).sum())
     how = ("quasi-static (row order gives the direction)" if motion.quasi_static else
-           f"{motion.rate:g} Hz, velocity: {motion.settings['velocity']}")
+           f"{motion.rate:g} Hz")
     print(f"{data}: {len(motion)} samples, {how}; fitted {n_pos} positive and {n_neg} "
           f"negative samples by {args.method}")
+    if not motion.quasi_static:
+        print(f"velocity and acceleration: {motion.settings['reason']}")
     print(model_table(model))
     fit = model.fit
     print(f"fit: force NRMSE {fit['nrmse_percent']:.3f} % (RMS error {fit['rms_error']:.4g} N, "
@@ -109,6 +119,10 @@ def cmd_identify(args: argparse.Namespace) -> int:
     if truth is not None:
         print(truth_table(model, truth))
     print(f"model -> {out}")
+    from .checks import warnings_for
+    warned = warnings_for(model)
+    for line in warned:
+        print(f"warning: {line}")
     if args.plots:
         folder = Path(args.plots)
         p1 = plot_parameters(model, folder / "parameters.png", truth,
@@ -116,6 +130,9 @@ def cmd_identify(args: argparse.Namespace) -> int:
                                    + (" (error bars 2 sigma)" if args.method != "ewls" else ""))
         p2 = plot_force(model, motion, predict_motion(model, motion), folder / "force.png")
         print(f"plots -> {p1}, {p2}")
+    if warned and args.strict:
+        print(f"FAIL: {len(warned)} warning(s) and --strict")
+        return 1
     return 0
 
 
@@ -144,10 +161,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     result = compare(motion.force[ok], predicted[ok], motion.x[ok], args.bin)
     print(f"{args.model} against {data}:")
     print(result.summary())
+    run = None
+    if args.simulate:
+        from .verify import free_run
+        run = free_run(model, motion)
+        print(run.summary())
     if args.plots:
         model.fit = {"nrmse_percent": result.nrmse_percent}
         path = plot_force(model, motion, predicted, Path(args.plots) / "verify_force.png")
         print(f"plot -> {path}")
+        if run is not None:
+            from .report import plot_free_run
+            print(f"plot -> {plot_free_run(run, Path(args.plots) / 'verify_simulate.png')}")
     if args.max_nrmse is not None and result.nrmse_percent > args.max_nrmse:
         print(f"FAIL: NRMSE {result.nrmse_percent:.3f} % exceeds --max-nrmse {args.max_nrmse:g} %")
         return 1
@@ -162,9 +187,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the parameters, the fit NRMSE and (for a simulated device) "
                                    "the errors against the truth.")
     p.add_argument("data", metavar="RUN", help="HDF5 recording (.h5) or CSV file (.csv)")
-    p.add_argument("--method", choices=("segmented", "auto", "ewls"), default="segmented",
-                   help="fixed segments (seed 000), automatic BIC segments, or EWLS on a "
-                        "grid (seed 002) [segmented]")
+    p.add_argument("--method", choices=("segmented", "auto", "ewls", "poly"), default="segmented",
+                   help="fixed segments (seed 000), automatic BIC segments, EWLS on a "
+                        "grid (seed 002), or one global polynomial model [segmented]")
     p.add_argument("--segments", type=int, default=8, help="number of segments [8]")
     p.add_argument("--regressors", help="subset of avx1 [avx1; x1 for quasi-static data]")
     p.add_argument("--forgetting", type=float, default=0.999, help="EWLS forgetting factor [0.999]")
@@ -178,6 +203,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resolution", type=float, metavar="M",
                    help="auto: candidate boundary spacing [range/200]")
     p.add_argument("--penalty", type=float, default=1.0, help="auto: BIC penalty multiplier [1]")
+    p.add_argument("--stiffness", default="1,3", metavar="POWERS",
+                   help="poly: powers of x in the spring force [1,3: k1 x + k3 x^3]")
+    p.add_argument("--damping", default="0", metavar="POWERS",
+                   help="poly: powers of x in the damping, b(x) v [0: constant]")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when the model has non-physical or unsupported estimates")
     p.add_argument("--v-blend", type=float, default=1e-3, metavar="M/S",
                    help="direction blend velocity stored in the model [0.001 m/s]")
     _add_prep_options(p, defaults=True)
@@ -197,7 +228,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "largest 1-2-5 step <= stroke/4]")
     v.add_argument("--max-nrmse", type=float, metavar="PCT",
                    help="exit 1 if the NRMSE exceeds this (in %%)")
-    v.add_argument("--plots", metavar="DIR", help="write verify_force.png here")
+    v.add_argument("--simulate", action="store_true",
+                   help="also run the model free from the measured force (admittance) and "
+                        "report the RMS position error")
+    v.add_argument("--plots", metavar="DIR",
+                   help="write verify_force.png (and verify_simulate.png) here")
     _add_prep_options(v, defaults=False)
     v.set_defaults(func=cmd_verify)
 

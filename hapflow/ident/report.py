@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,9 @@ def poly_table(model: ImpedanceModel) -> str:
              f"mm, {model.diagnostics['samples']} samples, condition "
              f"{model.diagnostics['condition']:.3g}"]
     for name, value in coef.items():
-        power = int(name[1:]) if name[0] in "bk" and name[1:].isdigit() else None
-        unit = units.get(name) or (f"N s/m^{power + 1}" if name[0] == "b" else f"N/m^{power}")
+        power = int(name[1:]) + (name[0] == "b") if name[0] in "bk" else 0
+        unit = units.get(name) or ("N s" if name[0] == "b" else "N") + (
+            "/m" if power == 1 else f"/m^{power}")
         lines.append(f"  {name:>4s} [{unit}]: {_fmt(value, se.get(name))}")
     return "\n".join(lines)
 
@@ -243,6 +245,33 @@ def plot_force(model: ImpedanceModel, motion: Motion, predicted: np.ndarray, pat
     nrmse = model.fit.get("nrmse_percent")
     fig.suptitle("measured vs predicted force" + (f" (NRMSE {nrmse:.3g} %)" if nrmse is not None
                                                    else ""))
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_free_run(run: Any, path: str | Path, window: float = 1.0) -> Path:
+    """Measured and simulated position: a ``window`` of seconds mid-run, and the error over the run."""
+    plt = _pyplot()
+    t = run.time
+    mid = 0.5 * (t[0] + t[-1])
+    win = np.flatnonzero(np.abs(t - mid) <= 0.5 * window)
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6.5))
+    a1.plot(t[win], run.measured[win] * 1e3, color="0.3", lw=1.0, label="measured")
+    a1.plot(t[win], run.simulated[win] * 1e3, color="tab:orange", lw=1.0, alpha=0.85,
+            label="model, free run from the measured force")
+    a1.set_xlabel("time [s]")
+    a1.set_ylabel("position [mm]")
+    a1.legend(fontsize=8)
+    a1.grid(alpha=0.3)
+    a2.plot(t, (run.simulated - run.measured) * 1e3, color="tab:red", lw=0.6)
+    a2.set_xlabel("time [s]")
+    a2.set_ylabel("simulated - measured [mm]")
+    a2.grid(alpha=0.3)
+    fig.suptitle(f"free-run simulation (RMS position error {run.rms_error * 1e3:.3g} mm)")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -111,6 +111,58 @@ def compare(measured: np.ndarray, predicted: np.ndarray, x: np.ndarray,
     return Verification(nrmse, rms, rng, int(measured.size), float(bin_width), bins)
 
 
+@dataclass
+class FreeRun:
+    """Free-run simulation of a model from the measured force (admittance).
+
+    Attributes
+    ----------
+    time, measured, simulated : ndarray
+        s, m, m over the compared (valid) samples.
+    rms_error : float
+        RMS(simulated - measured position), m.
+    rms_motion : float
+        RMS of the measured position about its mean, m (the scale of the error).
+    """
+
+    time: np.ndarray
+    measured: np.ndarray
+    simulated: np.ndarray
+    rms_error: float
+    rms_motion: float
+
+    def summary(self) -> str:
+        """One line: free-run RMS position error in the data's units and relative to the motion."""
+        return (f"free run from the measured force: RMS position error {self.rms_error * 1e3:.4g} mm "
+                f"({100 * self.rms_error / self.rms_motion:.3g} % of the motion's RMS "
+                f"{self.rms_motion * 1e3:.4g} mm, {self.time.size} samples)")
+
+
+def free_run(model: Any, motion: Any) -> FreeRun:
+    """Simulate ``model`` driven by the measured force over the motion's valid samples.
+
+    The run starts at the first valid sample from its position and velocity
+    estimate (:mod:`hapflow.ident.simulate`), then sees only the force.
+
+    Raises
+    ------
+    IdentError
+        For quasi-static data (no time base) or a model whose mass is not positive.
+    """
+    from .simulate import simulate
+    if motion.quasi_static:
+        raise IdentError("quasi-static data (no time column) cannot be simulated: there is no "
+                         "time base to integrate over")
+    ok = np.flatnonzero(motion.valid)
+    sl = slice(int(ok[0]), int(ok[-1]) + 1)
+    x, _ = simulate(model, motion.force[sl], motion.rate, motion.x[sl][0], motion.vel[sl][0])
+    measured = motion.x[sl]
+    err = x - measured
+    t = motion.time[sl] if motion.time is not None else np.arange(x.size) / motion.rate
+    return FreeRun(t, measured, x, math.sqrt(float(np.mean(err * err))),
+                   float(np.std(measured)))
+
+
 def prep_settings(model: Any) -> dict[str, Any]:
     """Signal names and estimator settings the model was identified with (for replay)."""
     prep = dict(model.settings.get("prep") or {})
