@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from hapflow.ident import group, identify, load_csv
+from hapflow.ident.checks import warnings_for
 
 from tests.helpers import KEYSWITCH as DATA
 GF = 9.80665e-3
@@ -63,6 +64,9 @@ def test_keyswitch_models(fits, capsys):
         rows.append((name, len(motion), segs, nrmse, floor, at2, AT_2MM[name],
                      float(np.mean(fdown - fup)), drop, k_down, k_up))
         assert nrmse < 1.0, (name, nrmse)
+        # issue 14: 30-40 segments per direction before, one of zero width, infinite errors
+        assert max(segs) <= 12
+        assert not [w for w in warnings_for(model) if "infinite" in w or "narrower" in w]
         assert floor < nrmse < floor + 0.5
         np.testing.assert_allclose(at2, AT_2MM[name], atol=2.0)
         assert np.mean(fdown > fup) > 0.95 and np.mean(fdown - fup) > 3.0      # hysteresis

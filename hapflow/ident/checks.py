@@ -8,9 +8,9 @@ problem (``hapflow identify`` prints them; with ``--strict`` it exits 1):
   model (EWLS has no standard errors);
 - a condition number above :data:`MAX_CONDITION`: the data cannot tell the
   parameters apart, so their values and error bars mean little;
-- a segment with an infinite standard error or narrower than
+- a segment with an infinite standard error, or an inner one narrower than
   :data:`MIN_WIDTH_FRACTION` of the identified range (it holds too little of
-  the data to support its own four parameters).
+  the data to support its own four parameters; ``auto`` never makes one).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _segment_warnings(name: str, diag: dict[str, Any]) -> list[str]:
         if any(not math.isfinite(diag["stderr"][p][j]) for p in diag["stderr"]):
             out.append(f"{where}: infinite standard errors (the segment's data cannot "
                        "determine its parameters)")
-        elif edges[j + 1] - edges[j] < MIN_WIDTH_FRACTION * span:
+        elif 0 < j < edges.size - 2 and edges[j + 1] - edges[j] < MIN_WIDTH_FRACTION * span:
             out.append(f"{where}: narrower than {100 * MIN_WIDTH_FRACTION:g} % of the range, "
                        "more than the data supports")
         cond = diag["condition"][j]

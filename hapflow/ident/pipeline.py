@@ -28,7 +28,7 @@ def identify(motion: Motion, method: str = "segmented", segments: int = 8,
              regressors: str | tuple[str, ...] | None = None, forgetting: float = 0.999,
              p0: float = 1e6, grid: float = 1e-3, two_sided: bool = False,
              resolution: float | None = None, penalty: float = 1.0,
-             min_samples: int | None = None, max_segments: int = 60,
+             min_samples: int | None = None, max_segments: int = 12,
              v_blend: float = 1e-3, edges: np.ndarray | None = None,
              window: float | None = None, stiffness: str | tuple[int, ...] = (1, 3),
              damping: str | tuple[int, ...] = (0,)) -> ImpedanceModel:
