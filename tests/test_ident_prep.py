@@ -5,7 +5,7 @@ import pytest
 from hapflow.ident import IdentError, SignalError, load_csv, load_motion
 from hapflow.ident import synthetic as syn
 from hapflow.ident.prep import (Motion, default_trim, direction_labels, estimate_motion,
-                                from_arrays, from_recording, group, zero_phase)
+                                from_arrays, from_recording, group, unit_factor, zero_phase)
 
 from tests.helpers import KEYSWITCH as KEYS
 
@@ -104,8 +104,73 @@ def test_csv_errors_name_the_columns(tmp_path):
     with pytest.raises(SignalError, match="no position column; its columns are when, where, what"):
         load_csv(path)
     path.write_text("position,force\n1,2\nx,3\n")
-    with pytest.raises(IdentError, match="not a number"):
+    with pytest.raises(IdentError, match=r"bad.csv:3: column 'position' value 'x' is not a number"):
         load_csv(path)
+
+
+def _sine_csv(path, header, scale=(1.0, 1e3, 1.0), rows=1000, rate=500.0, encoding="utf-8"):
+    t = np.arange(rows) / rate
+    x = 0.01 * np.sin(2 * np.pi * 3.0 * t)
+    body = "\n".join(",".join(repr(float(v)) for v in (ti * scale[0], xi * scale[1],
+                                                        200.0 * xi * scale[2]))
+                     for ti, xi in zip(t, x))
+    path.write_bytes((header + "\n" + body + "\n").encode(encoding))
+    return x
+
+
+def test_csv_byte_order_mark_and_unitless_header_warns(tmp_path):
+    path = tmp_path / "bom.csv"
+    x = _sine_csv(path, "\ufefftime [s],position [mm],force [N]")
+    mo = load_csv(path)
+    assert not mo.quasi_static and mo.rate == pytest.approx(500.0)  # time column found
+    np.testing.assert_allclose(mo.x, x, atol=1e-15)
+    assert mo.source["warnings"] == []
+    _sine_csv(path, "time,position,force", scale=(1.0, 1.0, 1.0))
+    mo = load_csv(path)
+    assert any("column 'position' names no unit; read as m" in w for w in mo.source["warnings"])
+
+
+def test_csv_header_typo_is_an_error(tmp_path):
+    path = tmp_path / "typo.csv"
+    _sine_csv(path, "time [s,position [mm],force [N]")
+    with pytest.raises(IdentError, match=r"typo.csv:1: header cell 'time \[s' is not"):
+        load_csv(path)
+
+
+def test_csv_columns_by_name_and_volts(tmp_path):
+    path = tmp_path / "daq.csv"
+    x = _sine_csv(path, "t [s],y [V],u [V]", scale=(1.0, 1e3, 0.1))  # 1 mm/V, 10 N/V
+    units = {"position": "V*0.001 m/V", "force": "V*10 N/V"}
+    mo = load_csv(path, units=units, columns={"time": "t", "position": "y", "force": "u"})
+    np.testing.assert_allclose(mo.x, x, rtol=1e-12)
+    np.testing.assert_allclose(mo.force, 200.0 * x, rtol=1e-12, atol=1e-12)
+    assert unit_factor("position", "V*2.5 mm/V") == pytest.approx(2.5e-3)
+    assert unit_factor("force", "0.5*N") == 0.5
+    for bad in ("V", "V*m/V*V", "furlong", "m*m", "0*m"):
+        with pytest.raises(IdentError, match="unknown position unit"):
+            unit_factor("position", bad)
+    with pytest.raises(SignalError, match="no column 'z' \\(for position\\)"):
+        load_csv(path, columns={"position": "z"})
+
+
+def test_csv_hostile_inputs_name_file_and_line(tmp_path):
+    """Issue 18's CSV cases: each one error naming the file and line, no allocation, no traceback."""
+    path = tmp_path / "h.csv"
+    _sine_csv(path, "time [s],position [mm],force [N]", encoding="utf-8")
+    lines = path.read_bytes().split(b"\n")
+    cases = {
+        "latin1": (lines[:5] + [lines[5] + b"\xe9"] + lines[6:], r"h.csv:6: byte 0xe9 is not UTF-8"),
+        "field": (lines[:3] + [b"1," + b"9" * 140000 + b",2"] + lines[4:],
+                  r"h.csv:4: field larger than field limit"),
+        "1e9": (lines[:-2] + [b"1e9,0,0"], r"h.csv:1001: time jumps from 1.996 to 1e\+09"),
+        "nan": (lines[:7] + [b"0.0125,nan,0"] + lines[8:], r"h.csv:8: column 'position' is nan"),
+        "short": (lines[:2], r"h.csv: 1 data row\(s\); at least 2"),
+        "filter": (lines[:10], r"h.csv'?: too few samples \(9\)"),
+    }
+    for name, (content, message) in cases.items():
+        path.write_bytes(b"\n".join(content))
+        with pytest.raises(IdentError, match=message):
+            load_csv(path)
 
 
 def test_recording_signals_and_missing_names(tmp_path, sweep):
@@ -122,3 +187,14 @@ def test_recording_signals_and_missing_names(tmp_path, sweep):
     assert "--force NAME" in text
     with pytest.raises(IdentError, match="needs an accelerometer"):
         estimate_motion(sweep.enc, 4000.0, None, "fusion")
+
+
+def test_cli_prints_a_csv_error_without_traceback(tmp_path, capsys):
+    from hapflow.cli import main
+    path = tmp_path / "n.csv"
+    path.write_text("time [s],position [m],force [N]\n0,0,0\n0.001,nan,0\n0.002,0,0\n")
+    assert main(["identify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "n.csv:3: column 'position' is nan" in err and "Traceback" not in err
+    assert main(["identify", str(path), "--units", "speed=m/s"]) == 2
+    assert "--units: unknown quantity 'speed'" in capsys.readouterr().err

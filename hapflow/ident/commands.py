@@ -30,16 +30,16 @@ from pathlib import Path
 from .errors import IdentError
 
 
-def _units(text: str | None) -> dict[str, str] | None:
+def _pairs(text: str | None, option: str, example: str) -> dict[str, str] | None:
     if not text:
         return None
     out = {}
+    what = "quantity=unit" if option == "--units" else "quantity=column"
     for part in text.split(","):
-        key, sep, unit = part.partition("=")
-        if not sep or not key.strip() or not unit.strip():
-            raise IdentError(f"--units {text!r}: write quantity=unit pairs, e.g. "
-                             "--units position=mm,force=gf")
-        out[key.strip().lower()] = unit.strip()
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise IdentError(f"{option} {text!r}: write {what} pairs, e.g. {option} {example}")
+        out[key.strip().lower()] = value.strip()
     return out
 
 
@@ -50,7 +50,8 @@ def _prep_kwargs(args: argparse.Namespace) -> dict:
     elif acc is None:
         acc = "auto"
     kw = dict(pos=args.pos, force=args.force, acc=acc, velocity=args.velocity,
-              units=_units(args.units))
+              units=_pairs(args.units, "--units", "position=mm,force=gf"),
+              columns=_pairs(args.columns, "--columns", "time=t,position=y,force=u"))
     for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
         value = getattr(args, key)
         if value is not None:
@@ -82,7 +83,10 @@ def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     g.add_argument("--trim", type=float, metavar="S",
                    help="seconds left out at each end (filter edge transients) [3/corner]")
     g.add_argument("--units", metavar="Q=U,...",
-                   help="CSV column units, e.g. position=mm,force=gf")
+                   help="CSV column units, e.g. position=mm,force=gf; scaled or in volts: "
+                        "'position=V*0.001 m/V'")
+    g.add_argument("--columns", metavar="Q=NAME,...",
+                   help="CSV columns by quantity, e.g. time=t,position=y,force=u")
 
 
 def cmd_identify(args: argparse.Namespace) -> int:
@@ -92,6 +96,8 @@ def cmd_identify(args: argparse.Namespace) -> int:
     from .report import model_table, plot_force, plot_parameters, truth_table
     data = Path(args.data)
     motion = load_motion(data, **_prep_kwargs(args))
+    for line in motion.source.get("warnings", []):
+        print(f"warning: {line}")
     model = identify(motion, args.method, segments=args.segments, regressors=args.regressors,
                      forgetting=args.forgetting, p0=args.p0, grid=args.grid,
                      two_sided=args.two_sided, resolution=args.resolution, penalty=args.penalty,
@@ -155,6 +161,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             kw.pop(key, None)
     else:
         kw.pop("units", None)
+        kw.pop("columns", None)
     motion = load_motion(data, **kw)
     predicted = predict_motion(model, motion)
     ok = motion.valid

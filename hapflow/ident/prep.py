@@ -82,8 +82,8 @@ each group by position (stable sort, ties keep time order).
 """
 from __future__ import annotations
 
-import csv
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -667,21 +667,86 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
     return motion
 
 
-def _unit_of(header: str) -> tuple[str, str | None]:
-    m = re.match(r"^\s*([^\[\(]+?)\s*[\[\(]\s*([^\]\)]+?)\s*[\]\)]\s*$", header)
-    if m:
-        return m.group(1).strip().lower(), m.group(2)
-    return header.strip().lower(), None
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)?\s*(\S*)\s*$")
+
+
+def unit_factor(quantity: str, spec: str) -> float:
+    """Factor from a column's unit to SI: a unit name, or a product with numbers and volts.
+
+    ``mm`` -> 1e-3; ``V*0.001 m/V`` (a sensor giving 1 mm per volt) -> 1e-3;
+    ``V*2.5 mm/V`` -> 2.5e-3; ``0.5*N`` -> 0.5.  The terms multiply; each is a
+    number, a unit of ``quantity`` (:data:`UNITS`), ``V``, or ``<unit>/V``
+    (optionally after a number), and the volts must cancel.
+
+    Raises
+    ------
+    IdentError
+        Naming the valid units of the quantity and the accepted forms.
+    """
+    known = UNITS[quantity]
+    example = next(iter(known))
+
+    def bad() -> IdentError:
+        return IdentError(f"unknown {quantity} unit {spec!r}; use one of {', '.join(known)}, or a "
+                          f"scaled one such as '{example}*0.5' or, for a signal in volts, "
+                          f"'V*0.001 {example}/V'")
+
+    factor, dim, volts = 1.0, 0, 0
+    for term in spec.split("*"):
+        m = _NUMBER.match(term)
+        if not m or not (m.group(1) or m.group(2)):
+            raise bad()
+        number, unit = m.groups()
+        if number:
+            factor *= float(number)
+        if not unit:
+            continue
+        if unit == "V":
+            volts += 1
+        elif unit in known:
+            factor, dim = factor * known[unit], dim + 1
+        elif unit.endswith("/V") and unit[:-2] in known:
+            factor, dim, volts = factor * known[unit[:-2]], dim + 1, volts - 1
+        else:
+            raise bad()
+    if dim != 1 or volts != 0 or not math.isfinite(factor) or factor == 0.0:
+        raise bad()
+    return factor
+
+
+def _find_columns(names: list[str], given: dict[str, str], where: str) -> dict[str, int]:
+    """Column index of each quantity: named by ``given`` (``--columns``) or by :data:`_ALIASES`."""
+    lower = [n.strip().lower() for n in names]
+    out: dict[str, int] = {}
+    for quantity, name in given.items():
+        if quantity not in _ALIASES:
+            raise IdentError(f"--columns: unknown quantity {quantity!r}; choose from "
+                             f"{', '.join(_ALIASES)}")
+        if name.strip().lower() not in lower:
+            raise SignalError(f"{where}: no column {name!r} (for {quantity}); its columns are "
+                              f"{', '.join(names)}")
+        out[quantity] = lower.index(name.strip().lower())
+    for quantity, aliases in _ALIASES.items():
+        if quantity not in out:
+            k = next((k for k, n in enumerate(lower) if n in aliases and k not in out.values()),
+                     None)
+            if k is not None:
+                out[quantity] = k
+    return out
 
 
 def load_csv(path: str | Path, units: dict[str, str] | None = None,
-             velocity: str | None = None, **settings: Any) -> Motion:
+             velocity: str | None = None, columns: dict[str, str] | None = None,
+             **settings: Any) -> Motion:
     """Load force-motion data from a CSV file.
 
     Format
     ------
-    One header row, then one row per sample **in time order**.  Columns are
-    recognised by name (case-insensitive; others are ignored):
+    One header row, then one row per sample **in time order** (read by
+    :func:`hapflow.datafile.read_csv`: a UTF-8 byte-order mark is accepted;
+    bad bytes, fields, numbers or NaN name the line).  Columns are recognised
+    by name (case-insensitive; others are ignored), or named by ``columns``
+    (``{"time": "t", "position": "y", "force": "u"}``):
 
     ==============  ==========================================  ==============
     quantity        accepted names                              units
@@ -697,14 +762,18 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
 
     A unit is written in the header in brackets or parentheses, e.g.
     ``time [s],position [mm],force [N]``, or passed as ``units``
-    (``{"position": "mm", "force": "gf"}``, which wins).  A column without a
-    unit is SI, except in the ThereminGoat force-curve layout (header
-    ``force,displacement,judge,name``, as in
-    ``shared/data/keyswitch_force_curves``) where force is in gram-force and
-    displacement in mm.  Positive force pushes back against positive motion.
+    (``{"position": "mm", "force": "gf"}``, which wins; scaled units and
+    volts as in :func:`unit_factor`).  A column without a unit is read as SI
+    **with a warning** that names the assumed unit (``Motion.source["warnings"]``),
+    except in the ThereminGoat force-curve layout (header
+    ``force,displacement,judge,name``, as in ``tests/data/keyswitch_force_curves``)
+    where force is in gram-force and displacement in mm.  Positive force pushes
+    back against positive motion.
 
     With a ``time`` column the data is resampled to a uniform grid if needed
-    and prepared like a recording (velocity and acceleration estimated, see
+    (the time must increase; a step over 10 times the median is an error
+    naming its line, since resampling across it would invent data) and
+    prepared like a recording (velocity and acceleration estimated, see
     :func:`estimate_motion`).  **Without** one it is quasi-static: there is no
     velocity or acceleration (only stiffness ``k(x)`` and offset ``F0(x)``
     can be identified), and the direction is taken from the row order: the
@@ -719,6 +788,8 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
         Units by quantity (``time``, ``position``, ``force``, ``acceleration``).
     velocity : str, optional
         Estimator when there is a time column.
+    columns : dict, optional
+        Column name by quantity, for headers hapflow does not recognise.
     **settings
         Estimator settings (see :func:`from_arrays`).
 
@@ -726,74 +797,102 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
     -------
     Motion
     """
+    from ..datafile import DataFileError, read_csv
     path = Path(path)
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-    except OSError as exc:
-        raise IdentError(f"cannot read CSV file {str(path)!r}: {exc.strerror}") from None
-    if len(rows) < 3:
-        raise IdentError(f"CSV file {str(path)!r} needs a header row and at least two data rows")
-    header = [_unit_of(h) for h in rows[0]]
-    names = [h[0] for h in header]
-    thereminGoat = [n for n in names] == ["force", "displacement", "judge", "name"]
-    columns: dict[str, tuple[int, str | None]] = {}
-    for k, (name, unit) in enumerate(header):
-        for quantity, aliases in _ALIASES.items():
-            if name in aliases and quantity not in columns:
-                columns[quantity] = (k, unit)
+        table = read_csv(path)
+    except DataFileError as exc:
+        raise IdentError(str(exc)) from None
+    where = f"CSV file {str(path)!r}"
+    names = [n.strip().lower() for n in table.names]
+    theremin_goat = names == ["force", "displacement", "judge", "name"]
+    found = _find_columns(table.names, {k.lower(): v for k, v in (columns or {}).items()}, where)
     for need in ("position", "force"):
-        if need not in columns:
-            raise SignalError(f"CSV file {str(path)!r} has no {need} column; its columns are "
-                              f"{', '.join(rows[0])}. Name one {' or '.join(_ALIASES[need])}.")
+        if need not in found:
+            raise SignalError(f"{where} has no {need} column; its columns are "
+                              f"{', '.join(table.names)}. Name one {' or '.join(_ALIASES[need])}, "
+                              f"or say which with --columns {need}=NAME.")
     given = {k.lower(): v for k, v in (units or {}).items()}
+    unknown = set(given) - set(UNITS)
+    if unknown:
+        raise IdentError(f"--units: unknown quantity {sorted(unknown)[0]!r}; choose from "
+                         f"{', '.join(UNITS)}")
     data: dict[str, np.ndarray] = {}
     used_units: dict[str, str] = {}
-    for quantity, (k, unit) in columns.items():
-        unit = given.get(quantity) or unit
+    warnings: list[str] = []
+    for quantity, k in found.items():
+        unit = given.get(quantity) or table.units[k]
+        if unit is None and theremin_goat:
+            unit = {"force": "gf", "position": "mm"}.get(quantity)
         if unit is None:
-            unit = {"force": "gf", "position": "mm"}.get(quantity) if thereminGoat else None
-            unit = unit or next(iter(UNITS[quantity]))
-        if unit not in UNITS[quantity]:
-            raise IdentError(f"unknown {quantity} unit {unit!r} in {str(path)!r}; use one of "
-                             f"{', '.join(UNITS[quantity])}")
+            unit = next(iter(UNITS[quantity]))
+            warnings.append(f"{where}: column {table.names[k]!r} names no unit; read as {unit} "
+                            f"(write '{table.names[k]} [unit]' in the header or pass --units "
+                            f"{quantity}=UNIT)")
         try:
-            values = np.array([float(r[k]) for r in rows[1:] if r], dtype=np.float64)
-        except (ValueError, IndexError) as exc:
-            raise IdentError(f"CSV file {str(path)!r}: column {rows[0][k]!r} has a value that "
-                             f"is not a number ({exc})") from None
-        data[quantity] = values * UNITS[quantity][unit]
+            factor = unit_factor(quantity, unit)
+            data[quantity] = table.column(k) * factor
+        except IdentError as exc:
+            raise IdentError(f"{where}: {exc}") from None
+        except DataFileError as exc:
+            raise IdentError(str(exc)) from None
         used_units[quantity] = unit
-    source = {"kind": "csv", "path": str(path), "sha256": sha256(path), "units": used_units}
+    source = {"kind": "csv", "path": str(path), "sha256": sha256(path), "units": used_units,
+              "warnings": warnings}
+    if columns:
+        source["columns"] = dict(columns)
     x, force = data["position"], data["force"]
-    if "time" not in data:
-        split = int(np.argmax(x))
-        direction = np.where(np.arange(x.size) <= split, 1, -1).astype(np.int8)
-        return from_arrays(x, force, None, direction=direction, source=source)
-    t = data["time"]
-    dt = np.diff(t)
-    if np.any(dt <= 0):
-        raise IdentError(f"CSV file {str(path)!r}: the time column must increase strictly")
-    rate = 1.0 / float(np.median(dt))
-    accel = data.get("acceleration")
-    if np.max(np.abs(dt * rate - 1.0)) > 0.01:
-        grid = t[0] + np.arange(int(np.floor((t[-1] - t[0]) * rate)) + 1) / rate
-        x, force = np.interp(grid, t, x), np.interp(grid, t, force)
-        accel = None if accel is None else np.interp(grid, t, accel)
-        source["resampled"] = True
-        t = grid
-    motion = from_arrays(x, force, rate, accel, velocity=velocity, source=source, **settings)
+    if "time" in data:
+        t, rate, resampled = _uniform_time(data["time"], table.lines, str(path))
+    try:
+        if "time" not in data:
+            split = int(np.argmax(x))
+            direction = np.where(np.arange(x.size) <= split, 1, -1).astype(np.int8)
+            return from_arrays(x, force, None, direction=direction, source=source)
+        accel = data.get("acceleration")
+        if resampled:
+            x, force = np.interp(t, data["time"], x), np.interp(t, data["time"], force)
+            accel = None if accel is None else np.interp(t, data["time"], accel)
+            source["resampled"] = True
+        motion = from_arrays(x, force, rate, accel, velocity=velocity, source=source, **settings)
+    except IdentError as exc:
+        raise IdentError(f"{where}: {exc}") from None
     motion.time = t
     return motion
 
 
+def _uniform_time(t: np.ndarray, lines: list[int], where: str) -> tuple[np.ndarray, float, bool]:
+    """A uniform time grid for the time column: (grid, rate, whether it differs from ``t``)."""
+    dt = np.diff(t)
+    bad = np.flatnonzero(dt <= 0)
+    if bad.size:
+        i = int(bad[0]) + 1
+        raise IdentError(f"{where}:{lines[i]}: time {t[i]:g} does not increase (previous "
+                         f"{t[i - 1]:g}); the rows must be in time order")
+    step = float(np.median(dt))
+    jump = np.flatnonzero(dt > 10.0 * step)
+    if jump.size:
+        i = int(jump[0]) + 1
+        raise IdentError(f"{where}:{lines[i]}: time jumps from {t[i - 1]:g} to {t[i]:g}, "
+                         f"over 10 times the median step {step:g}; the record is not uniformly "
+                         "sampled there (split it, or remove the row)")
+    rate = 1.0 / step
+    if np.max(np.abs(dt * rate - 1.0)) <= 0.01:
+        return t, rate, False
+    return t[0] + np.arange(int(np.floor((t[-1] - t[0]) * rate)) + 1) / rate, rate, True
+
+
 def load_motion(path: str | Path, pos: str = "enc.pos", force: str = "head.force",
                 acc: str | None = "auto", velocity: str | None = None,
-                units: dict[str, str] | None = None, **settings: Any) -> Motion:
+                units: dict[str, str] | None = None, columns: dict[str, str] | None = None,
+                **settings: Any) -> Motion:
     """Prepare a recording (``.h5``/``.hdf5``) or a CSV file (``.csv``) by its extension."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        return load_csv(path, units, velocity, **settings)
+        return load_csv(path, units, velocity, columns, **settings)
+    if units or columns:
+        raise IdentError(f"--units and --columns apply to CSV files; {str(path)!r} is a recording, "
+                         "whose signals are named with --pos/--force/--acc and stored in SI")
     if not path.exists():
         raise IdentError(f"data file {str(path)!r} does not exist")
     return from_recording(path, pos, force, acc, velocity, **settings)

@@ -176,9 +176,10 @@ def prep_settings(model: Any) -> dict[str, Any]:
     for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
         if key in prep:
             out[key] = prep[key]
-    units = (model.source or {}).get("units")
-    if units:
-        out["units"] = units
+    for key in ("units", "columns"):
+        value = (model.source or {}).get(key)
+        if value:
+            out[key] = value
     return out
 
 
@@ -218,9 +219,11 @@ def verify(model: Any, data: Any, bin_width: float | None = None,
                     kw.pop(key, None)
             else:
                 kw.pop("units", None)
+                kw.pop("columns", None)
             data = load_motion(data, **kw)
         else:
             kw.pop("units", None)
+            kw.pop("columns", None)
             data = from_recording(data, **kw)
     ok = data.valid
     return compare(data.force[ok], predict_motion(model, data)[ok], data.x[ok], bin_width)
