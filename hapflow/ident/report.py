@@ -128,6 +128,16 @@ def truth_table(model: ImpedanceModel, truth: Truth) -> str:
     return "\n".join(lines)
 
 
+def _save(plt, fig, path: str | Path) -> Path:
+    """Lay out, write (folders created as needed) and close a figure."""
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _pyplot():
     import matplotlib
     matplotlib.use("Agg", force=False)
@@ -199,12 +209,7 @@ def plot_parameters(model: ImpedanceModel, path: str | Path, truth: Truth | None
     axes[-1, 0].set_xlabel("position [mm]")
     fig.suptitle(title or f"identified parameters ({model.method})"
                  + (" - error bars 2 sigma" if has_se else ""))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_force(model: ImpedanceModel, motion: Motion, predicted: np.ndarray, path: str | Path,
@@ -245,12 +250,7 @@ def plot_force(model: ImpedanceModel, motion: Motion, predicted: np.ndarray, pat
     nrmse = model.fit.get("nrmse_percent")
     fig.suptitle("measured vs predicted force" + (f" (NRMSE {nrmse:.3g} %)" if nrmse is not None
                                                    else ""))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_free_run(run: Any, path: str | Path, window: float = 1.0) -> Path:
@@ -272,9 +272,4 @@ def plot_free_run(run: Any, path: str | Path, window: float = 1.0) -> Path:
     a2.set_ylabel("simulated - measured [mm]")
     a2.grid(alpha=0.3)
     fig.suptitle(f"free-run simulation (RMS position error {run.rms_error * 1e3:.3g} mm)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
