@@ -1,4 +1,5 @@
-"""Identified impedance models: render one (PiecewiseImpedance), identify one online (EWLS).
+"""Identified impedance models: render one as an impedance (PiecewiseImpedance) or an
+admittance (Admittance), identify one online (EWLS).
 
 Both blocks use the very kernels of the offline pipeline
 (:mod:`hapflow.ident`): ``PiecewiseImpedance`` evaluates a model with
@@ -17,8 +18,10 @@ from numba import njit
 from hapflow.block import Block, ParamError
 from hapflow.ident import ewls as _ewls
 from hapflow.ident import model as _model
+from hapflow.ident import simulate as _simulate
 from hapflow.ident.ewls import ewls_parameter, ewls_step
 from hapflow.ident.model import impedance_force
+from hapflow.ident.simulate import admittance_accel
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
@@ -26,7 +29,7 @@ from hapflow.ports import In, Out
 def _kernel_sources() -> str:
     """Hash of the modules whose kernels these blocks call (part of the cache key)."""
     h = hashlib.sha256()
-    for mod in (_ewls, _model):
+    for mod in (_ewls, _model, _simulate):
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()[:16]
 
@@ -128,6 +131,68 @@ class PiecewiseImpedance(Block):
     @njit
     def output(t, x, d, m, p, pos, vel, acc, force):
         force[0] = impedance_force(p, pos[0], vel[0], acc[0])
+
+
+class Admittance(PiecewiseImpedance):
+    """Render an identified impedance model as an admittance: motion from force.
+
+    Integrates the model of :class:`PiecewiseImpedance` (same parameters:
+    ``model`` or the knot arrays) driven by a force, with the engine's solver::
+
+        m(x) acc = force - [b(x) vel + k(x) pos + F0(x)]   (direction-blended)
+
+    The acceleration comes from the model's own kernel evaluated at ``acc`` 0
+    and 1 (:func:`hapflow.ident.simulate.admittance_accel`), so impedance and
+    admittance renderings cannot disagree.  A model whose mass is not
+    positive at some knot is rejected with the position range named.
+
+    Ports
+    -----
+    force : in, (1,), N         applied force
+    pos   : out, (1,), m        position (state only)
+    vel   : out, (1,), m/s      velocity (state only)
+    acc   : out, (1,), m/s^2    acceleration (feeds through from force)
+    """
+
+    inputs = {"force": In(1, unit="N", doc="applied force")}
+    outputs = {"pos": Out(1, unit="m", depends="state", doc="position"),
+               "vel": Out(1, unit="m/s", depends="state", doc="velocity"),
+               "acc": Out(1, unit="m/s^2", doc="acceleration")}
+    params = {**PiecewiseImpedance.params,
+              "x0": Structural(0.0, unit="m", doc="initial position"),
+              "v0": Structural(0.0, unit="m/s", doc="initial velocity")}
+    cstate = ("pos", "vel")
+    position_states = (0,)
+
+    def configure(self) -> None:
+        from hapflow.ident import IdentError
+        from hapflow.ident.simulate import check_mass
+        super().configure()
+        try:
+            check_mass(self.impedance_model)
+        except IdentError as exc:
+            raise ParamError("model" if self.values["model"] else "m", str(exc)) from None
+
+    def initial_state(self):
+        x, d, m = super().initial_state()
+        x[ADM_X.pos], x[ADM_X.vel] = self.x0, self.v0
+        return x, d, m
+
+    @staticmethod
+    @njit
+    def deriv(t, x, d, m, p, force, dx):
+        dx[ADM_X.pos] = x[ADM_X.vel]
+        dx[ADM_X.vel] = admittance_accel(p, x[ADM_X.pos], x[ADM_X.vel], force[0])
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, force, pos, vel, acc):
+        pos[0] = x[ADM_X.pos]
+        vel[0] = x[ADM_X.vel]
+        acc[0] = admittance_accel(p, pos[0], vel[0], force[0])
+
+
+ADM_X = Admittance.X
 
 
 _INPUT_OF = {"a": ("acc", "m/s^2", "acceleration (regressor of the mass)"),

@@ -11,7 +11,7 @@ valid:
   not a number or not finite, are errors naming the line.  Header cells may
   carry a unit, ``name [unit]`` or ``name (unit)``; an unclosed bracket is an
   error, not a name.
-- ``.npy`` (:func:`read_columns`): a 1-D array (one column ``0``) or a 2-D
+- ``.npy`` (:func:`read_signal`, which reads one column of any of these): a 1-D array (one column ``0``) or a 2-D
   array (columns ``0``, ``1``, ...).
 - HDF5: a hapflow recording (signals by name, plus ``time``) or any dataset,
   named ``path/to/dataset`` (``h5py``).
@@ -185,3 +185,171 @@ def read_csv(path: str | Path, min_rows: int = 2) -> Table:
         raise DataFileError(f"{path}: {len(rows) - 1} data row(s); at least {min_rows} are needed "
                             "after the header row")
     return Table(path, [h[0] for h in header], [h[1] for h in header], rows[1:], lines[1:])
+
+
+@dataclass
+class Signal:
+    """One recorded signal, uniformly sampled.
+
+    Attributes
+    ----------
+    values : ndarray
+        float64, finite.
+    rate : float or None
+        Samples per second from the file's time base (``None``: the file has none).
+    start : float
+        Time of the first sample in the file's time base, s (0 without one).
+    where : str
+        The file and column, for messages.
+    """
+
+    values: np.ndarray
+    rate: float | None
+    start: float
+    where: str
+
+
+TIME_NAMES = ("time", "t")
+
+
+def uniform_rate(t: np.ndarray, where: str, lines: list[int] | None = None) -> float:
+    """Sample rate of time stamps ``t`` that step uniformly (within 1 %).
+
+    Raises
+    ------
+    DataFileError
+        Naming the line (or row) where the time does not increase or the step changes.
+    """
+    dt = np.diff(t)
+    if dt.size == 0:
+        raise DataFileError(f"{where}: one time stamp gives no sample rate")
+    step = float(np.median(dt))
+    bad = np.flatnonzero((dt <= 0) | (np.abs(dt - step) > 0.01 * step))
+    if bad.size:
+        i = int(bad[0]) + 1
+        at = f"line {lines[i]}" if lines else f"row {i + 1}"
+        raise DataFileError(f"{where}, {at}: time steps from {t[i - 1]:g} to {t[i]:g} s where the "
+                            f"median step is {step:g} s; playback needs uniformly sampled data "
+                            "(within 1 %)")
+    return 1.0 / step
+
+
+def read_signal(path: str | Path, column: str = "") -> Signal:
+    """One column of a data file with its time base (see the module docstring for the formats).
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv``, ``.npy``, ``.h5``/``.hdf5`` or ``.tdms``.
+    column : str
+        CSV column, recording signal (``block.port``) or HDF5 dataset path,
+        TDMS ``group/channel``, ``.npy`` column number; empty: the only one
+        (the only non-time column of a CSV file, a 1-D ``.npy`` array).
+
+    Raises
+    ------
+    DataFileError
+        For a missing file, column, or unreadable content, naming what the file has.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"data file {str(path)!r} does not exist")
+    kind = path.suffix.lower()
+    readers = {".csv": _csv_signal, ".npy": _npy_signal, ".h5": _hdf5_signal,
+               ".hdf5": _hdf5_signal, ".tdms": _tdms_signal}
+    if kind not in readers:
+        raise DataFileError(f"{path}: unknown data file type {kind!r}; use .csv, .npy, .h5/.hdf5 "
+                            "or .tdms")
+    return readers[kind](path, column)
+
+
+def _csv_signal(path: Path, column: str) -> Signal:
+    table = read_csv(path)
+    lower = [n.lower() for n in table.names]
+    time = next((lower.index(n) for n in TIME_NAMES if n in lower), None)
+    if not column:
+        others = [n for k, n in enumerate(table.names) if k != time]
+        if len(others) != 1:
+            raise DataFileError(f"{path}: name the column to play; its columns are "
+                                f"{', '.join(table.names)}")
+        column = others[0]
+    values = table.column(column)
+    where = f"{path} column {column!r}"
+    if time is None:
+        return Signal(values, None, 0.0, where)
+    t = table.column(time) * {"ms": 1e-3, "us": 1e-6}.get(table.units[time] or "s", 1.0)
+    return Signal(values, uniform_rate(t, str(path), table.lines), float(t[0]), where)
+
+
+def _npy_signal(path: Path, column: str) -> Signal:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataFileError(f"{path}: not a NumPy .npy array ({exc})") from None
+    if data.ndim == 2 and column.isdigit() and int(column) < data.shape[1]:
+        data = data[:, int(column)]
+    elif data.ndim != 1 or column not in ("", "0"):
+        raise DataFileError(f"{path}: array of shape {data.shape}; give a 1-D array, or a 2-D one "
+                            f"with column: 0..{data.shape[-1] - 1 if data.ndim == 2 else 0}")
+    return Signal(_finite(data, f"{path}"), None, 0.0, f"{path}")
+
+
+def _hdf5_signal(path: Path, column: str) -> Signal:
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            if "signals" in f and "time" in f:                     # a hapflow recording
+                have = sorted(f["signals"])
+                if column not in have:
+                    raise DataFileError(f"{path}: recording has no signal {column!r}; it has "
+                                        f"{', '.join(have) or 'none'}")
+                values = f["signals"][column][()].reshape(f["time"].shape[0], -1)
+                if values.shape[1] != 1:
+                    raise DataFileError(f"{path}: signal {column!r} has {values.shape[1]} values "
+                                        "per sample; playback needs a scalar signal")
+                t = f["time"][()]
+                rate = uniform_rate(t, str(path))
+                return Signal(_finite(values[:, 0], f"{path} {column}"), rate, float(t[0]),
+                              f"{path} {column}")
+            if column not in f or not isinstance(f[column], h5py.Dataset):
+                names: list[str] = []
+                f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+                raise DataFileError(f"{path}: no dataset {column!r}; it has "
+                                    f"{', '.join(names[:20]) or 'none'}")
+            ds = f[column]
+            if ds.ndim != 1 or ds.dtype.kind not in "fiu":
+                raise DataFileError(f"{path}: dataset {column!r} is {ds.dtype} of shape "
+                                    f"{ds.shape}; playback needs a 1-D numeric dataset")
+            rate = ds.attrs.get("rate")
+            return Signal(_finite(ds[()], f"{path} {column}"),
+                          None if rate is None else float(rate), 0.0, f"{path} {column}")
+    except OSError as exc:
+        raise DataFileError(f"{path}: not a readable HDF5 file ({exc})") from None
+
+
+def _tdms_signal(path: Path, column: str) -> Signal:
+    from nptdms import TdmsFile
+    try:
+        tdms = TdmsFile.read(path)
+    except Exception as exc:  # npTDMS raises ValueError, KeyError, struct.error on bad files
+        raise DataFileError(f"{path}: not a readable TDMS file ({type(exc).__name__}: {exc})") \
+            from None
+    channels = [f"{g.name}/{c.name}" for g in tdms.groups() for c in g.channels()]
+    if column not in channels:
+        raise DataFileError(f"{path}: no channel {column!r}; it has "
+                            f"{', '.join(channels) or 'none'} (group/channel)")
+    group, name = column.split("/", 1)
+    channel = tdms[group][name]
+    step = channel.properties.get("wf_increment")
+    start = float(channel.properties.get("wf_start_offset", 0.0))
+    return Signal(_finite(channel[:], f"{path} {column}"),
+                  None if not step else 1.0 / float(step), start, f"{path} {column}")
+
+
+def _finite(values: np.ndarray, where: str) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise DataFileError(f"{where}: sample {int(bad[0])} is {float(values[bad[0]])!r}; every "
+                            "value must be a finite number")
+    return values

@@ -132,3 +132,43 @@ def test_blocks_reference_lists_both():
         assert main(["blocks", "PiecewiseImpedance"]) == 0
     text = out.getvalue()
     assert "Ports" in text and "stiffness" in text and "[N s/m]" in text
+
+
+def _hardening_knots(xs):
+    """Knots of m a + b v + k1 x + k3 x^3 (the oscillator of issue 14), both directions."""
+    m, b, k1, k3 = 0.1, 4.4, 19344.0, 2.4e9
+    one = np.ones_like(xs)
+    return dict(x=xs.tolist(), m=(m * one).tolist(), b=(b * one).tolist(),
+                k=(k1 + 3 * k3 * xs ** 2).tolist(), f0=(-2 * k3 * xs ** 3).tolist())
+
+
+def test_admittance_in_a_graph_agrees_with_solve_ivp():
+    """Issue 14: the model rendered force-in motion-out by the engine's RK4 vs scipy."""
+    from scipy.integrate import solve_ivp
+    from hapflow.blocks import Admittance, Sine
+    from hapflow.ident.model import ImpedanceModel, Knots
+    from hapflow.ident.simulate import admittance_accel
+    knots = _hardening_knots(np.linspace(-0.01, 0.01, 401))
+    g = hf.Graph(name="admittance", rate=50000.0, duration=0.2)
+    g.add("drive", Sine(amplitude=6.0, frequency=55.0, unit="N"))
+    g.add("dev", Admittance(**knots, x0=1e-3))
+    g.wire("drive.y -> dev.force")
+    g.record("dev.pos")
+    run = hf.Simulation(g).run(0.2)
+    model = ImpedanceModel(*(Knots(np.array(knots["x"]), knots["m"], knots["b"], knots["k"],
+                                   knots["f0"]) for _ in range(2)))
+    table = model.table()
+    sol = solve_ivp(lambda t, y: [y[1], admittance_accel(table, y[0], y[1],
+                                                         6.0 * np.sin(2 * np.pi * 55.0 * t))],
+                    (0.0, run.time[-1]), [1e-3, 0.0], t_eval=run.time, method="DOP853",
+                    rtol=1e-12, atol=1e-15)
+    pos = run.signals["dev.pos"].reshape(-1)
+    assert np.max(np.abs(pos - sol.y[0])) < 1e-6 * np.max(np.abs(sol.y[0]))
+
+
+def test_admittance_rejects_a_mass_that_is_not_positive():
+    from hapflow.blocks import Admittance
+    knots = _hardening_knots(np.linspace(-0.01, 0.01, 5))
+    knots["m"] = [0.1, 0.1, 0.0, -0.1, 0.1]
+    with pytest.raises(ParamError, match=r"mass is not positive between 0 and 5 mm"):
+        Admittance(**knots)
