@@ -25,6 +25,8 @@ from hapflow.ident.simulate import admittance_accel
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
+from .mechanical import MassSpringDamper
+
 
 def _kernel_sources() -> str:
     """Hash of the modules whose kernels these blocks call (part of the cache key)."""
@@ -146,23 +148,22 @@ class Admittance(PiecewiseImpedance):
     admittance renderings cannot disagree.  A model whose mass is not
     positive at some knot is rejected with the position range named.
 
+    The ports are those of :class:`MassSpringDamper`, as for any force-driven mass.
+
     Ports
     -----
-    force : in, (1,), N         applied force
-    pos   : out, (1,), m        position (state only)
-    vel   : out, (1,), m/s      velocity (state only)
-    acc   : out, (1,), m/s^2    acceleration (feeds through from force)
+    force : in, (1,), N         force on the device, pushing toward +x
+    pos   : out, (1,), m        device position (state only)
+    vel   : out, (1,), m/s      device velocity (state only)
+    acc   : out, (1,), m/s^2    model acceleration (feeds through from force)
     """
 
-    inputs = {"force": In(1, unit="N", doc="applied force")}
-    outputs = {"pos": Out(1, unit="m", depends="state", doc="position"),
-               "vel": Out(1, unit="m/s", depends="state", doc="velocity"),
-               "acc": Out(1, unit="m/s^2", doc="acceleration")}
+    inputs, outputs = MassSpringDamper.inputs, MassSpringDamper.outputs
+    cstate = ("pos", "vel")
+    position_states = (0,)
     params = {**PiecewiseImpedance.params,
               "x0": Structural(0.0, unit="m", doc="initial position"),
               "v0": Structural(0.0, unit="m/s", doc="initial velocity")}
-    cstate = ("pos", "vel")
-    position_states = (0,)
 
     def configure(self) -> None:
         from hapflow.ident import IdentError
@@ -174,9 +175,8 @@ class Admittance(PiecewiseImpedance):
             raise ParamError("model" if self.values["model"] else "m", str(exc)) from None
 
     def initial_state(self):
-        x, d, m = super().initial_state()
-        x[ADM_X.pos], x[ADM_X.vel] = self.x0, self.v0
-        return x, d, m
+        """Position ``x0`` and velocity ``v0`` (state names in that order); no other state."""
+        return np.array([self.x0, self.v0]), np.zeros(0), np.zeros(0, dtype=np.int64)
 
     @staticmethod
     @njit
