@@ -1,71 +1,32 @@
 """Identification at 9 samples per resonance period: spectral derivatives, polynomial model,
 free-run simulation (hapflow/ident/prep.py, poly.py, simulate.py).
 
-The device is the hardening oscillator of issue 14: ``m a + b v + k1 x + k3 x^3 = u`` with a
-~70 Hz resonance, sampled at 610 Hz, driven by a multisine force, 1 % output noise.  The
-truth is integrated independently of hapflow (RK4 at 16 steps per sample on the analytic
-force).
+The device is the hardening oscillator of issue 14 (:func:`hapflow.ident.synthetic.
+hardening_oscillator`): ``m a + b v + k1 x + k3 x^3 = u`` with a ~70 Hz resonance, sampled at
+610 Hz, driven by a multisine force, 1 % output noise; its truth is integrated independently
+of hapflow's simulation code (RK4 at 16 steps per sample on the analytic force).
 """
 import math
 
 import numpy as np
 import pytest
-from numba import njit
 
 from hapflow.ident import IdentError, from_arrays, identify
+from hapflow.ident import synthetic as syn
 from hapflow.ident.model import ImpedanceModel, Knots
 from hapflow.ident.prep import signal_band, spectral
 from hapflow.ident.simulate import check_mass, simulate
 
-M, B, K1 = 0.1, 4.4, 0.1 * (2 * np.pi * 70.0) ** 2
-K3 = 0.5 * K1 / 2e-3 ** 2
+M, B, K1, K3 = syn.HARDENING.values()
 RATE = 610.0
 TRAIN = 20.0
 
 
-@njit
-def _truth(uh, h, x, v, a):
-    X = 0.0
-    V = 0.0
-    for i in range(x.shape[0]):
-        x[i] = X
-        v[i] = V
-        a[i] = (uh[2 * i] - B * V - K1 * X - K3 * X ** 3) / M
-        if i == x.shape[0] - 1:
-            break
-        acc = np.empty(4)
-        xs = X
-        vs = V
-        dx = np.empty(4)
-        for s in range(4):
-            if s > 0:
-                c = 0.5 * h if s < 3 else h
-                xs = X + c * dx[s - 1]
-                vs = V + c * acc[s - 1]
-            dx[s] = vs
-            acc[s] = (uh[2 * i + (s + 1) // 2] - B * vs - K1 * xs - K3 * xs ** 3) / M
-        X += h / 6 * (dx[0] + 2 * dx[1] + 2 * dx[2] + dx[3])
-        V += h / 6 * (acc[0] + 2 * acc[1] + 2 * acc[2] + acc[3])
-
-
 @pytest.fixture(scope="module")
 def oscillator():
-    rng = np.random.default_rng(1)
-    freqs = np.arange(2.0, 150.0, 0.5)
-    phase = rng.uniform(0, 2 * np.pi, freqs.size)
-    sub = 16
-    n = int(30.0 * RATE)
-    th = np.arange(2 * n * sub + 1) / (2 * RATE * sub)
-    uh = np.zeros_like(th)
-    for f, p in zip(freqs, phase):
-        uh += np.cos(2 * np.pi * f * th + p)
-    uh *= 7.0 / math.sqrt(freqs.size / 2)
-    xf, vf, af = np.empty(n * sub), np.empty(n * sub), np.empty(n * sub)
-    _truth(uh, 1.0 / (RATE * sub), xf, vf, af)
-    x, v, a = xf[::sub], vf[::sub], af[::sub]
-    u = uh[::2 * sub][:n]
-    xm = x + 0.01 * x.std() * np.random.default_rng(2).standard_normal(n)
-    return {"x": x, "v": v, "a": a, "u": u, "xm": xm, "ntr": int(TRAIN * RATE)}
+    d = syn.hardening_oscillator(30.0, RATE)
+    d["ntr"] = int(TRAIN * RATE)
+    return d
 
 
 def _free_run_error(model, d):
