@@ -49,6 +49,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "LeadLag": dict(f_zero=10.0, f_pole=50.0), "PIDFeedforward": dict(kp=100.0, kd=1.0, limit=10.0),
     "MassSpringDamper": dict(mass=1.0, damping=2.0, stiffness=100.0),
     "PiecewiseImpedance": dict(x=[-0.01, 0.01], k=[100.0, 200.0], f0=[0.0, 0.0]),
+    "Admittance": dict(x=[-0.01, 0.01], m=[0.01, 0.01], b=[1.0, 1.0], k=[100.0, 200.0],
+                       f0=[0.0, 0.0]),
     "Sine": dict(amplitude=AMP, frequency=5.0), "Step": dict(time=1e-3, final=AMP),
     "SweptSine": dict(amplitude=AMP), "TransferFunction": dict(num=[0.1], den=[1.0, -0.9]),
     "Waypoints": dict(times=[0.0, 0.5], points=[0.0, AMP], unit="m"), "WhiteNoise": dict(std=AMP),

@@ -1,6 +1,7 @@
 """Contract every registered block keeps, present and future: its docstring documents its ports."""
 import inspect
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,12 +48,15 @@ def port_problems(block: Block) -> list[str]:
     return problems
 
 
+DATA = Path(__file__).resolve().parent / "data"
 _FILTER = dict(states=2, measurements=1, A=[1.0, 1e-3, 0.0, 1.0], H=[1.0, 0.0],
                Q=[1e-4, 0.0, 0.0, 1e-3], R=[1e-2], x0=[0.0, 0.0], P0=[1.0, 0.0, 0.0, 1.0],
                controls=1, B=[0.0, 1e-3])
 EXAMPLES = {"KalmanFilter": _FILTER, "ExtendedKalmanFilter": _FILTER,
             "UnscentedKalmanFilter": _FILTER, "TransferFunction": dict(num=[1.0], den=[1.0, -0.5]),
-            "PiecewiseImpedance": dict(x=[-0.01, 0.01], k=[100.0, 200.0], f0=[0.0, 0.0])}
+            "PiecewiseImpedance": dict(x=[-0.01, 0.01], k=[100.0, 200.0], f0=[0.0, 0.0]),
+            "Admittance": dict(x=[-0.01, 0.01], m=[0.01, 0.01], k=[100.0, 200.0], f0=[0.0, 0.0]),
+            "Playback": dict(file=f"{DATA}/playback/sine.csv", column="y")}
 """Values for blocks that have required parameters (every optional port declared); a new
 block that cannot be built from its defaults needs an entry here."""
 
