@@ -14,28 +14,25 @@ from hapflow.ports import Out
 
 HALF = 8
 """Half width of the windowed-sinc kernel in samples (Lanczos window, 16 taps)."""
-HEAD = 4
-"""Discrete state before the window: first sample index, sample rate, file start, samples."""
-FIRST, RATE, COUNT = 0, 1, 2
 
 
 @njit(inline="always")
 def _position(t, d):
     """Position of time ``t`` in the window, in samples (0 = the window's first sample)."""
-    return t * d[RATE] - d[FIRST]
+    return t * d[D.rate] - d[D.first]
 
 
 @njit(inline="always")
 def _clamped(d, k):
     """Window sample ``k``; the Python side pads the window beyond the file with its end values."""
-    w = d.shape[0] - HEAD
-    return d[HEAD + min(max(k, 0), w - 1)]
+    w = d.shape[0] - D.samples
+    return d[D.samples + min(max(k, 0), w - 1)]
 
 
 @njit
 def _zoh(t, x, d, m, p, y):
     # 1e-9 of a sample: a tick that lands on a sample time in exact arithmetic takes that sample
-    y[0] = p[0] * _clamped(d, int(math.floor(_position(t, d) + 1e-9)))
+    y[0] = p[P.scale] * _clamped(d, int(math.floor(_position(t, d) + 1e-9)))
 
 
 @njit
@@ -43,7 +40,7 @@ def _linear(t, x, d, m, p, y):
     u = _position(t, d)
     k = int(math.floor(u))
     f = u - k
-    y[0] = p[0] * ((1.0 - f) * _clamped(d, k) + f * _clamped(d, k + 1))
+    y[0] = p[P.scale] * ((1.0 - f) * _clamped(d, k) + f * _clamped(d, k + 1))
 
 
 @njit
@@ -51,9 +48,9 @@ def _sinc(t, x, d, m, p, y):
     u = _position(t, d)
     k = int(math.floor(u + 0.5))
     f = u - k                                      # in [-0.5, 0.5): sin(pi f) keeps its precision
-    at = u + d[FIRST]                              # position in the file, in samples
-    if f == 0.0 or at <= 0.0 or at >= d[COUNT] - 1.0:   # on a sample, or an end value holding
-        y[0] = p[0] * _clamped(d, k)
+    at = u + d[D.first]                            # position in the file, in samples
+    if f == 0.0 or at <= 0.0 or at >= d[D.count] - 1.0:   # on a sample, or an end value holding
+        y[0] = p[P.scale] * _clamped(d, k)
         return
     s = math.sin(math.pi * f)
     acc = 0.0
@@ -64,7 +61,7 @@ def _sinc(t, x, d, m, p, y):
             sz = s if j % 2 == 0 else -s
             acc += _clamped(d, k + j) * (sz / (math.pi * z)) * (
                 math.sin(math.pi * z / HALF) / (math.pi * z / HALF))
-    y[0] = p[0] * acc
+    y[0] = p[P.scale] * acc
 
 
 _KERNELS = {"zoh": _zoh, "linear": _linear, "sinc": _sinc}
@@ -98,9 +95,9 @@ class Playback(Block):
     """
 
     params = {
-        "file": Structural(REQUIRED, kind="str",
-                           doc="data file (.csv, .npy, .h5/.hdf5, .tdms); relative to the working "
-                               "directory"),
+        "file": Structural(REQUIRED, kind="file",
+                           doc="data file (.csv, .npy, .h5/.hdf5, .tdms); in a graph file, "
+                               "relative to the graph file"),
         "column": Structural("", kind="str",
                              doc="CSV column, recording signal, HDF5 dataset, TDMS group/channel, "
                                  ".npy column number (empty: the only one)"),
@@ -113,6 +110,9 @@ class Playback(Block):
                              doc="samples held in the kernel's state at a time"),
         "unit": Structural(None, kind="str", doc="unit of the output (default: any)"),
     }
+    dstate = {"first": 1, "rate": 1, "count": 1, "samples": 1}
+    """Index of the window's first sample in the file, the file's sample rate (Hz), its
+    number of samples, then the ``window`` samples held (from offset ``samples``)."""
     python_side = ("file", "column", "sample_rate")
     """Parameters read only by the Python side: they do not change the generated code."""
 
@@ -132,7 +132,7 @@ class Playback(Block):
         self._samples = signal.values
         self._rate = float(rate)
         self._where = signal.where
-        self.dstate = HEAD + self.window
+        self.dstate = D.samples + self.window
         self.outputs = {"y": Out(1, unit=self.unit, depends="state", doc="recorded value")}
 
     def kernels(self) -> dict:
@@ -157,17 +157,14 @@ class Playback(Block):
                              "block at least as fast as the file", key="file")
         self.__dict__["_sample_time"] = value
 
-    def pack(self) -> np.ndarray:
-        return np.array([float(self.scale)])
-
     # ------------------------------------------------------------ Python side
     def _fill(self, d: np.ndarray, t: float) -> None:
         """Load the window that starts a few samples before time ``t``."""
         first = int(math.floor(t * self._rate)) - HALF - 2
-        w = d.size - HEAD
+        w = d.size - D.samples
         idx = np.clip(np.arange(first, first + w), 0, self._samples.size - 1)
-        d[HEAD:] = self._samples[idx]
-        d[FIRST], d[RATE], d[COUNT] = first, self._rate, self._samples.size
+        d[D.samples:] = self._samples[idx]
+        d[D.first], d[D.rate], d[D.count] = first, self._rate, self._samples.size
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         d = np.zeros(self.dstate)
@@ -182,3 +179,6 @@ class Playback(Block):
 
     def drain(self, d: np.ndarray, m: np.ndarray, t0: float, t1: float) -> None:
         self._fill(d, t1)
+
+
+P, D = Playback.P, Playback.D         # the offsets its kernels name
