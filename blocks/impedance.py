@@ -72,7 +72,9 @@ class PiecewiseImpedance(Block):
               "acc": In(1, unit="m/s^2", doc="acceleration")}
     outputs = {"force": Out(1, unit="N", doc="model force")}
     params = {
-        "model": Structural(None, kind="str", doc="model YAML file (from 'hapflow identify')"),
+        "model": Structural(None, kind="file",
+                           doc="model YAML file (from 'hapflow identify'); in a graph "
+                               "file, relative to the graph file"),
         "x": Structural(None, unit="m", doc="knot positions (instead of a model file)", **_ARRAY),
         "m": Structural(None, unit="kg", doc="mass at the knots (default 0)", **_ARRAY),
         "b": Structural(None, unit="N s/m", doc="damping at the knots (default 0)", **_ARRAY),

@@ -6,9 +6,10 @@ file a user has is read the same way everywhere and every problem is one
 valid:
 
 - CSV (:func:`read_csv`): one header row, then numbers.  A UTF-8 byte-order
-  mark is accepted; a byte that is not UTF-8, a field longer than
-  :data:`MAX_FIELD` characters, a row with too few fields, a value that is
-  not a number or not finite, are errors naming the line.  Header cells may
+  mark is accepted, and so is a delimiter ending every line; a byte that is
+  not UTF-8, a field longer than :data:`MAX_FIELD` characters, a row with too
+  few fields, a value that is not a number or not finite, are errors naming
+  the line.  Header cells may
   carry a unit, ``name [unit]`` or ``name (unit)``; an unclosed bracket is an
   error, not a name.
 - ``.npy`` (:func:`read_signal`, which reads one column of any of these): a 1-D array (one column ``0``) or a 2-D
@@ -180,7 +181,10 @@ def read_csv(path: str | Path, min_rows: int = 2) -> Table:
         csv.field_size_limit(limit)
     if not rows:
         raise DataFileError(f"{path}: the file is empty; it needs a header row and data rows")
-    header = [split_unit(cell, f"{path}:{lines[0]}") for cell in rows[0]]
+    cells = rows[0]
+    while len(cells) > 1 and not cells[-1].strip():   # a delimiter ending every line (MATLAB's
+        cells = cells[:-1]                            # writematrix, many DAQ exports)
+    header = [split_unit(cell, f"{path}:{lines[0]}") for cell in cells]
     if len(rows) - 1 < min_rows:
         raise DataFileError(f"{path}: {len(rows) - 1} data row(s); at least {min_rows} are needed "
                             "after the header row")

@@ -32,8 +32,10 @@ class Param:
         Build-time validation returning an error text or ``None``.
     doc : str
         One line for the block reference.
-    kind : {'float', 'int', 'str', 'floats', 'bool'}
-        Value type; ``floats`` is a 1-D sequence of numbers.
+    kind : {'float', 'int', 'str', 'floats', 'bool', 'file'}
+        Value type; ``floats`` is a 1-D sequence of numbers; ``file`` is the path
+        of a file the block reads while it is built (a string; in a graph file,
+        a relative path is relative to the graph file's folder).
     """
 
     default: Any = REQUIRED
@@ -125,7 +127,7 @@ def _to_floats(value: Any) -> tuple[float, ...]:
 
 
 _CONVERT = {"float": _to_float, "int": _to_int, "str": _to_str,
-            "floats": _to_floats, "bool": _to_bool}
+            "floats": _to_floats, "bool": _to_bool, "file": _to_str}
 
 
 def positive(x: Any) -> str | None:

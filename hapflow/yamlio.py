@@ -21,6 +21,7 @@ block types come from :mod:`hapflow.registry`, never from import paths.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -294,6 +295,8 @@ def _blocks(r: Reader, graph: Graph, node: yaml.Node) -> None:
                                  f"{suggest(key, valid)} Valid parameters of {type_name}: "
                                  f"{valid_list(cls.params)} (and the block keys "
                                  f"{', '.join(BLOCK_KEYS)})", param_where[key], block=name)
+        if cls is not None:
+            values = graph_relative(values, cls, r.file)
         block = construct(type_name, cls, values, name, param_where.get("type", where),
                           param_where, registry.names())
         try:
@@ -302,6 +305,19 @@ def _blocks(r: Reader, graph: Graph, node: yaml.Node) -> None:
         except GraphError as exc:
             key = {"offset": "tick_offset"}.get(exc.key, exc.key)
             raise GraphError(exc.message, param_where.get(key, where), block=name) from None
+
+
+def graph_relative(values: dict[str, Any], cls: type, file: str | None) -> dict[str, Any]:
+    """``values`` with each relative path of a ``file`` parameter made absolute from the
+    folder of the graph file ``file`` (unchanged without a file: then they stay relative to
+    the working directory).  Absolute, so a graph saved again (:func:`to_yaml`) and loaded
+    elsewhere names the same files."""
+    if file is None:
+        return values
+    folder = Path(file).parent
+    return {k: os.path.abspath(folder / v)
+            if cls.params[k].kind == "file" and isinstance(v, str) and not Path(v).is_absolute()
+            else v for k, v in values.items()}
 
 
 def load(path: str | Path) -> Graph:

@@ -172,3 +172,14 @@ def test_admittance_rejects_a_mass_that_is_not_positive():
     knots["m"] = [0.1, 0.1, 0.0, -0.1, 0.1]
     with pytest.raises(ParamError, match=r"mass is not positive between 0 and 5 mm"):
         Admittance(**knots)
+
+
+def test_a_graph_file_names_its_model_relative_to_itself(tmp_path, monkeypatch):
+    syn.piecewise_model().save(tmp_path / "model.yaml")
+    (tmp_path / "render.yaml").write_text(
+        "rate: 1000\nblocks:\n  imp: {type: PiecewiseImpedance, model: model.yaml}\n"
+        "  c: {type: Constant, value: [0.01], unit: m}\n"
+        "wires: [c.y -> imp.pos]\n")
+    monkeypatch.chdir(tmp_path.parent)
+    graph = hf.load(f"{tmp_path.name}/render.yaml")
+    assert graph.nodes["imp"].block.model == str(tmp_path / "model.yaml")

@@ -5,10 +5,12 @@ another length reuses the compiled kernel; every file format; YAML; errors.  One
 graph per mode is compiled once (module fixtures share the kernels through the disk cache).
 """
 import math
+import os
 
 import h5py
 import numpy as np
 import pytest
+from numba.core import event
 
 import hapflow as hf
 from hapflow.blocks import Playback
@@ -18,6 +20,19 @@ from hapflow.errors import HapflowError
 FILE_RATE = 100.0
 GRAPH_RATE = 1000.0
 HALF = 8
+
+
+class _Compiles(event.Listener):
+    """Functions numba compiles while it is installed."""
+
+    def __init__(self):
+        self.functions: list[str] = []
+
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        self.functions.append(ev.data["dispatcher"].py_func.__qualname__)
 
 
 def _signal(n, f=3.0):
@@ -83,7 +98,10 @@ def test_a_new_file_of_another_length_reuses_the_kernel(npy, tmp_path):
     t, x = _signal(1234, f=5.0)
     np.savetxt(path, np.column_stack([t, x]), delimiter=",", header="time [s],force [N]",
                comments="")
-    second, tt, y = _play(path, "linear", 0.5, column="force")
+    compiles = _Compiles()
+    with event.install_listener("numba:compile", compiles):
+        second, tt, y = _play(path, "linear", 0.5, column="force")
+    assert compiles.functions == []                              # a cache hit: nothing compiled
     assert second.program.source == first.program.source
     assert second.program.path == first.program.path            # the same cached kernel file
     np.testing.assert_allclose(y, np.interp(tt, t, x), atol=1e-12)
@@ -122,22 +140,33 @@ def test_recording_signal_and_errors(tmp_path):
         read_signal(path, "z")
 
 
-def test_yaml_graph_refers_to_a_file_and_rate_errors_name_the_block(npy, tmp_path):
+def test_yaml_graph_names_its_file_relative_to_itself_and_errors_name_the_line(
+        npy, tmp_path, monkeypatch):
     folder, x = npy
-    text = f"""
+    (tmp_path / "graphs" / "data").mkdir(parents=True)
+    (tmp_path / "graphs" / "data" / "a.npy").write_bytes((folder / "a.npy").read_bytes())
+    text = """
 name: play
 rate: 1000
 duration: 0.5
 blocks:
-  pb: {{type: Playback, file: {folder / 'a.npy'}, sample_rate: 100, interpolation: zoh, window: 64}}
+  pb: {type: Playback, file: data/a.npy, sample_rate: 100, interpolation: zoh, window: 64,
+       scale: 2.0}
 record: [pb.y]
 """
-    run = hf.Simulation(hf.loads(text, "play.yaml")).run(0.5)
-    np.testing.assert_array_equal(run.signals["pb.y"].reshape(-1)[::10], x[:50])
+    graph_file = tmp_path / "graphs" / "play.yaml"
+    graph_file.write_text(text)
+    monkeypatch.chdir(folder)                         # not the graph's folder
+    graph = hf.load(os.path.relpath(graph_file))
+    run = hf.Simulation(graph).run(0.5)
+    np.testing.assert_array_equal(run.signals["pb.y"].reshape(-1)[::10], 2.0 * x[:50])
+    again = hf.loads(hf.to_yaml(graph), str(tmp_path / "elsewhere.yaml"))   # saved paths hold
+    assert again.nodes["pb"].block.file == str(graph_file.parent / "data" / "a.npy")
     fast = text.replace("rate: 1000", "rate: 50")
     with pytest.raises(HapflowError, match=r"play.yaml:6: .*sampled at 100 Hz, faster than the "
                                            r"block's 50 Hz"):
-        hf.loads(fast, "play.yaml")
+        hf.loads(fast, str(graph_file))
     missing = text.replace("a.npy", "none.npy")
-    with pytest.raises(HapflowError, match=r"play.yaml:6.*none.npy' does not exist"):
-        hf.loads(missing, "play.yaml")
+    with pytest.raises(HapflowError, match=r"play.yaml:6: block 'pb' \(Playback\): .*"
+                                           r"graphs/data/none.npy' does not exist"):
+        hf.loads(missing, str(graph_file))
