@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import offsets
 from hapflow.ident import ewls as _ewls
 from hapflow.ident import model as _model
 from hapflow.ident import simulate as _simulate
@@ -205,9 +206,11 @@ _OUTPUT_OF = {"a": ("mass", "kg", "mass estimate m"),
               "x": ("stiffness", "N/m", "stiffness estimate k"),
               "1": ("offset", "N", "force offset estimate F0")}
 _DIRECTIONS = {"both": 0.0, "positive": 1.0, "negative": -1.0}
-# packed parameters: lam, p0, deadband, direction, n, n_in, vel input (-1: none), then
-# per regressor its input index (-1: constant), then the scales
-_LAM, _P0, _DB, _DIR, _N, _NIN, _VIN, _MAP = range(8)
+EWLS_P = offsets("EWLS_P", [("forgetting", 1), ("p0", 1), ("deadband", 1), ("direction", 1),
+                            ("regressors", 1), ("inputs", 1), ("vel_input", 1), ("source", None)])
+"""The EWLS block's packed parameters, by name: the number of regressors and of inputs, the
+input index of ``vel`` (-1: none), then from ``source`` per regressor its input index (-1:
+the constant) and after those the regressor scales."""
 
 
 def _regressors(text: str) -> str | None:
@@ -303,14 +306,19 @@ class EWLS(Block):
                 raise
 
     def pack(self) -> np.ndarray:
+        """The parameters laid out as :data:`EWLS_P` names them."""
         n = len(self.regs)
         names = list(self.inputs)
-        mapping = [float(names.index(_INPUT_OF[r][0])) if r != "1" else -1.0 for r in self.regs]
-        vin = float(names.index("vel")) if "vel" in names else -1.0
-        scales = self.values["scales"] or (1.0,) * n
-        return np.array([self.forgetting, self.p0, self.deadband,
-                         _DIRECTIONS[self.values["direction"]], n, len(names), vin,
-                         *mapping, *scales], dtype=np.float64)
+        p = np.empty(EWLS_P.source + 2 * n)
+        p[EWLS_P.forgetting], p[EWLS_P.p0], p[EWLS_P.deadband] = (self.forgetting, self.p0,
+                                                                  self.deadband)
+        p[EWLS_P.direction] = _DIRECTIONS[self.values["direction"]]
+        p[EWLS_P.regressors], p[EWLS_P.inputs] = n, len(names)
+        p[EWLS_P.vel_input] = names.index("vel") if "vel" in names else -1
+        p[EWLS_P.source:EWLS_P.source + n] = [names.index(_INPUT_OF[r][0]) if r != "1" else -1
+                                              for r in self.regs]
+        p[EWLS_P.source + n:] = self.values["scales"] or (1.0,) * n
+        return p
 
     def initial_state(self):
         x, d, m = super().initial_state()
@@ -324,9 +332,9 @@ class EWLS(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, *ports):
-        n = int(p[_N])
-        nin = int(p[_NIN])
-        sc0 = _MAP + n
+        n = int(p[EWLS_P.regressors])
+        nin = int(p[EWLS_P.inputs])
+        sc0 = EWLS_P.source + n
         for j in range(n):
             ports[nin + j][0] = ewls_parameter(d, j, p, sc0)
         ports[nin + n][0] = d[n * n + 3 * n]
@@ -334,15 +342,16 @@ class EWLS(Block):
     @staticmethod
     @njit
     def update(t, x, d, m, p, *inputs):
-        n = int(p[_N])
-        nin = int(p[_NIN])
-        direction = p[_DIR]
+        n = int(p[EWLS_P.regressors])
+        nin = int(p[EWLS_P.inputs])
+        direction = p[EWLS_P.direction]
         if direction != 0.0:
-            v = inputs[int(p[_VIN])][0]
-            if direction * v <= p[_DB]:
+            v = inputs[int(p[EWLS_P.vel_input])][0]
+            if direction * v <= p[EWLS_P.deadband]:
                 return
         iphi = n + n * n
         for j in range(n):
-            k = int(p[_MAP + j])
+            k = int(p[EWLS_P.source + j])
             d[iphi + j] = inputs[k][0] if k >= 0 else 1.0
-        d[n * n + 3 * n] = ewls_step(d, n, inputs[nin - 1][0], p[_LAM], p[_P0], p, _MAP + n)
+        d[n * n + 3 * n] = ewls_step(d, n, inputs[nin - 1][0], p[EWLS_P.forgetting],
+                                     p[EWLS_P.p0], p, EWLS_P.source + n)
