@@ -95,6 +95,14 @@ def test_non_positive_mass_is_rejected_with_its_range():
         check_mass(ImpedanceModel(kn, kn))
 
 
+def test_a_diverging_free_run_is_an_error_not_a_division_by_zero():
+    # negative damping: the free run grows past float range (it raised ZeroDivisionError)
+    xk = np.array([-0.01, 0.01])
+    kn = Knots(xk, [0.1, 0.1], [-50.0, -50.0], [100.0, 100.0], [0.0, 0.0])
+    with pytest.raises(IdentError, match=r"free run from this force diverged"):
+        simulate(ImpedanceModel(kn, kn), np.ones(5000), 1000.0, 0.0, 0.0)
+
+
 @pytest.fixture(scope="module")
 def oscillator_csv(oscillator, tmp_path_factory):
     path = tmp_path_factory.mktemp("osc") / "oscillator.csv"

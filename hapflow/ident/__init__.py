@@ -12,7 +12,10 @@ Pipeline (one concept per module):
   (seed 002); its ``@njit`` update is shared with the online ``EWLS`` block;
 - :mod:`~hapflow.ident.model` — the model file and the ``@njit`` evaluation
   kernel shared with the ``PiecewiseImpedance`` block;
+- :mod:`~hapflow.ident.poly` — one global polynomial model (``k1 x + k3 x^3``);
 - :mod:`~hapflow.ident.pipeline` — one call from prepared data to a model;
+- :mod:`~hapflow.ident.select` — piecewise against polynomial models by BIC;
+- :mod:`~hapflow.ident.simulate` — free run of a model driven by force (admittance);
 - :mod:`~hapflow.ident.verify` — replay a recording through a model (NRMSE);
 - :mod:`~hapflow.ident.truth` — the true impedance of a simulated device;
 - :mod:`~hapflow.ident.report` — tables and plots;

@@ -2,7 +2,7 @@
 
 ::
 
-    hapflow identify RUN.h5|DATA.csv [--method segmented|auto|ewls|poly] [--segments N]
+    hapflow identify RUN.h5|DATA.csv [--method segmented|auto|ewls|poly|bic] [--segments N]
                      [--forgetting 0.999] [--grid M] [--two-sided] [--regressors avx1]
                      [--stiffness 1,3 --damping 0] [--strict]
                      [--pos enc.pos --force head.force --acc head.accel|none]
@@ -14,7 +14,8 @@
 ``identify`` writes the model file and prints which velocity/acceleration
 estimate it used and why, the parameter table, the fit NRMSE, warnings for
 non-physical or unsupported estimates (:mod:`hapflow.ident.checks`; exit 1
-with ``--strict``) and, for a recording of a simulated device, the errors
+with ``--strict``), with ``--method bic`` every candidate's BIC
+(:mod:`hapflow.ident.select`) and, for a recording of a simulated device, the errors
 against the true impedance; ``--plots`` adds ``parameters.png`` (true curves
 dashed) and ``force.png`` (measured vs predicted).  ``verify`` prepares the
 data as the model's identification data was prepared and prints the force
@@ -98,11 +99,20 @@ def cmd_identify(args: argparse.Namespace) -> int:
     motion = load_motion(data, **_prep_kwargs(args))
     for line in motion.source.get("warnings", []):
         print(f"warning: {line}")
-    model = identify(motion, args.method, segments=args.segments, regressors=args.regressors,
-                     forgetting=args.forgetting, p0=args.p0, grid=args.grid,
-                     two_sided=args.two_sided, resolution=args.resolution, penalty=args.penalty,
-                     v_blend=args.v_blend, window=args.window, stiffness=args.stiffness,
-                     damping=args.damping)
+    if args.method == "bic":
+        from .select import select, selection_table
+        model, scored, failed = select(motion, damping=args.damping, regressors=args.regressors,
+                                       resolution=args.resolution, penalty=args.penalty,
+                                       v_blend=args.v_blend)
+        chosen = f"bic: {model.method}" + (f" {','.join(map(str, model.settings['stiffness']))}"
+                                           if model.method == "poly" else "")
+    else:
+        model = identify(motion, args.method, segments=args.segments, regressors=args.regressors,
+                         forgetting=args.forgetting, p0=args.p0, grid=args.grid,
+                         two_sided=args.two_sided, resolution=args.resolution,
+                         penalty=args.penalty, v_blend=args.v_blend, window=args.window,
+                         stiffness=args.stiffness, damping=args.damping)
+        chosen = args.method
     out = Path(args.out) if args.out else Path("out") / f"{data.stem}_model.yaml"
     model.save(out)
     truth = None
@@ -115,9 +125,15 @@ def cmd_identify(args: argparse.Namespace) -> int:
     how = ("quasi-static (row order gives the direction)" if motion.quasi_static else
            f"{motion.rate:g} Hz")
     print(f"{data}: {len(motion)} samples, {how}; fitted {n_pos} positive and {n_neg} "
-          f"negative samples by {args.method}")
+          f"negative samples by {chosen}")
     if not motion.quasi_static:
         print(f"velocity and acceleration: {motion.settings['reason']}")
+    if args.method == "bic":
+        print("candidates (" + ("force residual" if motion.quasi_static else
+                                "free run from the measured force") + "):")
+        print(selection_table(scored))
+        for reason in failed:
+            print(f"  left out: {reason}")
     print(model_table(model))
     fit = model.fit
     print(f"fit: force NRMSE {fit['nrmse_percent']:.3f} % (RMS error {fit['rms_error']:.4g} N, "
@@ -132,7 +148,7 @@ def cmd_identify(args: argparse.Namespace) -> int:
     if args.plots:
         folder = Path(args.plots)
         p1 = plot_parameters(model, folder / "parameters.png", truth,
-                             title=f"{data.name}: {args.method}"
+                             title=f"{data.name}: {chosen}"
                                    + (" (error bars 2 sigma)" if args.method != "ewls" else ""))
         p2 = plot_force(model, motion, predict_motion(model, motion), folder / "force.png")
         print(f"plots -> {p1}, {p2}")
@@ -194,9 +210,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the parameters, the fit NRMSE and (for a simulated device) "
                                    "the errors against the truth.")
     p.add_argument("data", metavar="RUN", help="HDF5 recording (.h5) or CSV file (.csv)")
-    p.add_argument("--method", choices=("segmented", "auto", "ewls", "poly"), default="segmented",
-                   help="fixed segments (seed 000), automatic BIC segments, EWLS on a "
-                        "grid (seed 002), or one global polynomial model [segmented]")
+    p.add_argument("--method", choices=("segmented", "auto", "ewls", "poly", "bic"),
+                   default="segmented",
+                   help="fixed segments (seed 000), automatic BIC segments, EWLS on a grid "
+                        "(seed 002), one global polynomial model, or the least-BIC of auto "
+                        "and polynomials of orders 1, 3, 1-3, 1-3-5 [segmented]")
     p.add_argument("--segments", type=int, default=8, help="number of segments [8]")
     p.add_argument("--regressors", help="subset of avx1 [avx1; x1 for quasi-static data]")
     p.add_argument("--forgetting", type=float, default=0.999, help="EWLS forgetting factor [0.999]")

@@ -115,7 +115,14 @@ def simulate(model: ImpedanceModel, force: np.ndarray, rate: float, x0: float, v
     fine = resample_poly(force, 2 * substeps, 1, padtype="line")[:2 * substeps * (n - 1) + 1]
     x = np.empty(n)
     v = np.empty(n)
-    _rk4(model.table(), np.ascontiguousarray(fine), 1.0 / (rate * substeps), float(x0),
-         float(v0), substeps, x, v)
+    try:
+        _rk4(model.table(), np.ascontiguousarray(fine), 1.0 / (rate * substeps), float(x0),
+             float(v0), substeps, x, v)
+    except ZeroDivisionError:       # a NaN velocity blends to no direction: zero mass
+        x[:] = np.nan
+    if not np.all(np.isfinite(x)):
+        raise IdentError("the model's free run from this force diverged (its position left the "
+                         "finite range): the model is unstable or too stiff for "
+                         f"{substeps} integration steps per sample")
     return x, v
 
