@@ -34,7 +34,8 @@ def main() -> None:
         return math.sqrt(float(np.mean((x - d["xm"][k:]) ** 2)))
 
     rows = []
-    for name, kw in (("default", {}), ("encoder 40 Hz (old default)", {"velocity": "encoder"}),
+    for name, kw in (("default", {}), ("Savitzky-Golay (by name)", {"velocity": "savgol"}),
+                     ("encoder 40 Hz (old default)", {"velocity": "encoder"}),
                      ("encoder 244 Hz", {"velocity": "encoder", "cutoff": 0.4 * RATE}),
                      ("exact derivatives", None)):
         motion = from_arrays(d["xm"][:k], d["u"][:k], RATE, **(kw or {}))

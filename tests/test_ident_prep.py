@@ -5,7 +5,8 @@ import pytest
 from hapflow.ident import IdentError, SignalError, load_csv, load_motion
 from hapflow.ident import synthetic as syn
 from hapflow.ident.prep import (Motion, default_trim, direction_labels, estimate_motion,
-                                from_arrays, from_recording, group, unit_factor, zero_phase)
+                                from_arrays, from_recording, group, savgol, savgol_window,
+                                unit_factor, zero_phase)
 
 from tests.helpers import KEYSWITCH as KEYS
 
@@ -32,6 +33,27 @@ def test_estimators_against_the_truth(sweep):
     assert err["accel"][0] > 10 * err["fusion"][0]
     # acceleration in the same band: fusion best (accelerometer above 5 Hz, bias removed)
     assert err["fusion"][1] < err["encoder"][1] < err["accel"][1] < err["difference"][1]
+
+
+def test_savgol_is_exact_for_a_quartic_and_its_window_has_the_asked_corner():
+    from scipy.signal import freqz, savgol_coeffs
+    rate = 1000.0
+    t = np.arange(500) / rate
+    c = [0.3, -1.0, 2.0, 0.5, -0.2]                    # x = sum c_i t^i, degree 4
+    x = sum(ci * t ** i for i, ci in enumerate(c))
+    v_true = sum(i * ci * t ** (i - 1) for i, ci in enumerate(c) if i >= 1)
+    a_true = sum(i * (i - 1) * ci * t ** (i - 2) for i, ci in enumerate(c) if i >= 2)
+    s, v, a = savgol(x, rate, 50.0)
+    np.testing.assert_allclose(s, x, atol=1e-9)        # ends too (fitted by the end windows)
+    np.testing.assert_allclose(v, v_true, atol=1e-7)
+    np.testing.assert_allclose(a, a_true, atol=1e-5)
+    for rate, cutoff in ((4000.0, 40.0), (610.0, 100.0), (1000.0, 200.0)):
+        m = savgol_window(rate, cutoff)
+        f, h = freqz(savgol_coeffs(m, 4), worN=4096, fs=rate)
+        corner = f[np.argmax(np.abs(h) < 2 ** -0.5)]
+        assert m % 2 == 1 and corner == pytest.approx(cutoff, rel=0.2), (rate, cutoff, m)
+    mo = from_arrays(x, np.zeros_like(x), rate, velocity="savgol", cutoff=100.0)
+    assert mo.settings["velocity"] == "savgol" and mo.settings["trim"] == pytest.approx(0.025)
 
 
 def test_zero_phase_filter_has_no_lag():

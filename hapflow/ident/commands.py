@@ -6,7 +6,7 @@
                      [--forgetting 0.999] [--grid M] [--two-sided] [--regressors avx1]
                      [--stiffness 1,3 --damping 0] [--strict]
                      [--pos enc.pos --force head.force --acc head.accel|none]
-                     [--velocity fusion|spectral|encoder|accel|difference] [--cutoff HZ] ...
+                     [--velocity fusion|spectral|savgol|encoder|accel|difference] [--cutoff HZ] ...
                      [--out model.yaml] [--plots DIR]
     hapflow verify MODEL.yaml --against RUN.h5|DATA.csv [--bin M] [--max-nrmse PCT]
                    [--simulate] [--plots DIR]
@@ -29,6 +29,7 @@ import argparse
 from pathlib import Path
 
 from .errors import IdentError
+from .prep import VELOCITY_METHODS
 
 
 def _pairs(text: str | None, option: str, example: str) -> dict[str, str] | None:
@@ -70,9 +71,10 @@ def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     g.add_argument("--acc", default=None,
                    help="accelerometer signal (m/s^2), or 'none'"
                         + (" [head.accel if recorded]" if defaults else ""))
-    g.add_argument("--velocity", choices=("fusion", "spectral", "encoder", "accel", "difference"),
+    g.add_argument("--velocity", choices=VELOCITY_METHODS,
                    help="velocity/acceleration estimator [fusion with an accelerometer, "
-                        "else spectral with its corner from the data's band]")
+                        "else spectral with its corner from the data's band; savgol: "
+                        "Savitzky-Golay, its window from the same corner]")
     g.add_argument("--order", type=int, help="Butterworth order [2]")
     g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [spectral: 1.25 x the data's band; encoder 40 Hz; "
                         "200 Hz with an accelerometer]")

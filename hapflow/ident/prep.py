@@ -3,7 +3,7 @@
 Identification needs position ``x``, velocity ``v``, acceleration ``a`` and
 force ``F`` at every sample.  The rig measures ``x`` (encoder), ``F`` and
 ``a`` (impedance head); ``v`` must be estimated.  :func:`estimate_motion`
-offers five estimators (none lags, so no delay biases the fit):
+offers six estimators (none lags, so no delay biases the fit):
 
 ``spectral``
     band-limited FFT differentiation of the position (:func:`spectral`):
@@ -12,6 +12,14 @@ offers five estimators (none lags, so no delay biases the fit):
     sample rate).  The default without an accelerometer, its corner set from
     the position's own band (:func:`choose_estimator`, which also says why).
 
+``savgol``
+    Savitzky-Golay differentiation (:func:`savgol`): a quartic fitted by least
+    squares to a sliding window of the position, its window set from
+    ``cutoff`` (the data's band, as for ``spectral``).  Local, so a record's
+    ends need no extension; exact for polynomials up to the fourth degree,
+    but at 9 samples per resonance period (a 7-sample window) its derivatives
+    and its smoothing differ enough in gain that m, b, k1 come out 9-16 %
+    off where ``spectral`` is within 0.3 % (``bench/ident_rates.py``).
 ``difference``
     central differences of the raw encoder (baseline only; not recommended).
 ``encoder``
@@ -93,7 +101,13 @@ import numpy as np
 
 from .errors import IdentError, SignalError
 
-VELOCITY_METHODS = ("fusion", "spectral", "encoder", "accel", "difference")
+VELOCITY_METHODS = ("fusion", "spectral", "savgol", "encoder", "accel", "difference")
+BAND_METHODS = ("spectral", "savgol")
+"""Estimators whose corner comes from the position's own band (:func:`band_cutoff`)."""
+SAVGOL_ORDER = 4
+"""Degree of the Savitzky-Golay polynomial: the acceleration is its second derivative, so
+a quadratic would leave it a constant per window; a quartic keeps it flat to a higher
+fraction of the window's band."""
 
 DEFAULTS = {"order": 2, "cutoff": None, "crossover": 5.0, "highpass": 0.5, "deadband": 5e-3,
             "trim": None}
@@ -181,6 +195,10 @@ def default_trim(method: str, cutoff: float, crossover: float, highpass: float) 
         # the reflected extension flips the curvature at each end: the jump in
         # acceleration rings with the taper's impulse response (~1 / (0.4 cutoff))
         return 10.0 / cutoff
+    if method == "savgol":
+        # the ends are fitted by the first and last window's polynomial, which is noisier:
+        # leave out one window's worth (in samples of the band, ~2.5 / cutoff s)
+        return 2.5 / cutoff
     corner = {"encoder": cutoff, "fusion": crossover, "accel": highpass}.get(method)
     return 0.0 if corner is None else 3.0 / corner
 
@@ -382,6 +400,40 @@ def spectral(x: np.ndarray, rate: float, cutoff: float,
     return out
 
 
+def savgol_window(rate: float, cutoff: float) -> int:
+    """Odd Savitzky-Golay window (samples) whose -3 dB corner is ``cutoff`` Hz at ``rate`` Hz.
+
+    Schafer's fit for the smoothing filter of degree ``N`` and length ``M``:
+    ``fc / rate ~ (N + 1) / (3.2 M - 4.6)`` (R. W. Schafer, "What is a
+    Savitzky-Golay filter?", IEEE Signal Processing Magazine 28(4), 2011), at
+    least ``N + 3`` samples.
+    """
+    m = ((SAVGOL_ORDER + 1) * rate / cutoff + 4.6) / 3.2
+    m = max(int(math.ceil(m)), SAVGOL_ORDER + 3)
+    return m if m % 2 else m + 1
+
+
+def savgol(x: np.ndarray, rate: float, cutoff: float,
+           orders: tuple[int, ...] = (0, 1, 2)) -> list[np.ndarray]:
+    """Savitzky-Golay derivatives of orders ``orders`` (0: the smoothed signal).
+
+    ``scipy.signal.savgol_filter`` with a quartic over :func:`savgol_window`
+    samples; the first and last half window are the derivatives of the end
+    windows' polynomials (``mode="interp"``).
+    """
+    from scipy.signal import savgol_filter
+    x = np.asarray(x, dtype=np.float64)
+    if not 0.0 < cutoff < 0.5 * rate:
+        raise IdentError(f"Savitzky-Golay cutoff {cutoff:g} Hz must be between 0 and the "
+                         f"Nyquist frequency {0.5 * rate:g} Hz of the {rate:g} Hz data")
+    window = savgol_window(rate, cutoff)
+    if x.size < window:
+        raise IdentError(f"too few samples ({x.size}) for a {window}-sample Savitzky-Golay "
+                         "window")
+    return [savgol_filter(x, window, SAVGOL_ORDER, deriv=r, delta=1.0 / rate, mode="interp")
+            for r in orders]
+
+
 def _integrate(acc: np.ndarray, rate: float) -> np.ndarray:
     out = np.empty_like(acc)
     out[0] = 0.0
@@ -403,7 +455,7 @@ def estimate_motion(x: np.ndarray, rate: float, accel: np.ndarray | None = None,
         Sample rate, Hz.
     accel : ndarray, optional
         Accelerometer, m/s^2 (needed by ``accel`` and ``fusion``).
-    method : {'fusion', 'spectral', 'encoder', 'accel', 'difference'}
+    method : {'fusion', 'spectral', 'savgol', 'encoder', 'accel', 'difference'}
         See the module docstring.
     order : int
         Butterworth prototype order (zero-phase: effective order doubles).
@@ -430,10 +482,10 @@ def estimate_motion(x: np.ndarray, rate: float, accel: np.ndarray | None = None,
     if method == "difference":
         v = np.gradient(x) * rate
         return v, np.gradient(v) * rate
-    if method == "spectral":
+    if method in BAND_METHODS:
         if cutoff is None:
             cutoff = band_cutoff(signal_band(x, rate), rate)
-        v, a = spectral(x, rate, cutoff, (1, 2))
+        v, a = (spectral if method == "spectral" else savgol)(x, rate, cutoff, (1, 2))
         return v, a
     cutoff = default_cutoff(method, rate) if cutoff is None else cutoff
     v_enc = np.gradient(zero_phase(x, rate, cutoff, order)) * rate
@@ -458,13 +510,15 @@ def band_limited(motion: Motion, signal: np.ndarray) -> np.ndarray:
     ``a`` that are band-limited while ``F`` and ``x^i`` are not is biased by
     whatever lies above the band (at 9 samples per resonance period a cubic
     spring's harmonics do); filtering every column and the force by the same
-    linear filter keeps the equation exact.  ``spectral`` and ``encoder``
-    filter the position; the accelerometer methods measure ``a``, and
+    linear filter keeps the equation exact.  ``spectral``, ``savgol`` and
+    ``encoder`` filter the position; the accelerometer methods measure ``a``, and
     ``difference`` does not filter: ``signal`` is returned unchanged.
     """
     s = motion.settings
     if s.get("velocity") == "spectral":
         return spectral(signal, motion.rate, s["cutoff"], (0,))[0]
+    if s.get("velocity") == "savgol":
+        return savgol(signal, motion.rate, s["cutoff"], (0,))[0]
     if s.get("velocity") == "encoder":
         return zero_phase(signal, motion.rate, s["cutoff"], s["order"])
     return np.asarray(signal, dtype=np.float64)
@@ -571,8 +625,11 @@ def from_arrays(x: np.ndarray, force: np.ndarray, rate: float | None = None,
         why += f"; cutoff {s['cutoff']:g} Hz given"
     elif cutoff is not None:
         s["cutoff"] = cutoff
-    elif method == "spectral":
-        s["cutoff"] = band_cutoff(signal_band(x, rate), rate)
+    elif method in BAND_METHODS:
+        band = signal_band(x, rate)
+        s["cutoff"] = band_cutoff(band, rate)
+        why += (f"; its corner {s['cutoff']:.4g} Hz from the position's content up to "
+                f"~{band:.4g} Hz")
     else:
         s["cutoff"] = default_cutoff(method, rate)
     v, a = estimate_motion(x, rate, accel, method, s["order"], s["cutoff"], s["crossover"],
