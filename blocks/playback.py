@@ -7,10 +7,11 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
-from hapflow.datafile import DataFileError, read_signal
+from hapflow.datafile import DataFileError, Signal, read_signal, si_unit
 from hapflow.errors import GraphError
 from hapflow.params import REQUIRED, Live, Structural, at_least, one_of, positive
 from hapflow.ports import Out
+from hapflow.units import UnitError, dimension
 
 HALF = 8
 """Half width of the windowed-sinc kernel in samples (Lanczos window, 16 taps)."""
@@ -89,6 +90,12 @@ class Playback(Block):
     sampled faster than the block runs is rejected, since ticks would skip
     samples.
 
+    Units: a value column whose file names its unit (CSV ``force [mN]``, an
+    HDF5 ``unit`` attribute, a TDMS ``unit_string``) is converted to the SI
+    ``unit`` (by default the SI unit of the file's: ``mm`` plays in ``m``); a
+    unit of another quantity than ``unit`` is an error, so a file in
+    millimetres is never played as metres.  ``scale`` multiplies on top.
+
     Ports
     -----
     y : out, (1,), unit     the recorded value (state only)
@@ -108,7 +115,10 @@ class Playback(Block):
         "scale": Live(1.0, doc="factor from the file's values to the output unit"),
         "window": Structural(4096, kind="int", check=at_least(64),
                              doc="samples held in the kernel's state at a time"),
-        "unit": Structural(None, kind="str", doc="unit of the output (default: any)"),
+        "unit": Structural(None, kind="str",
+                           doc="SI unit of the output (default: the file's, in SI; none if the "
+                               "file gives none); values in a unit the file names (mm, mN, "
+                               "V...) are converted to it"),
     }
     dstate = {"first": 1, "rate": 1, "count": 1, "samples": 1}
     """Index of the window's first sample in the file, the file's sample rate (Hz), its
@@ -129,11 +139,29 @@ class Playback(Block):
                 abs(self.sample_rate / signal.rate - 1.0) > 1e-6:
             raise ParamError("sample_rate", f"sample_rate {self.sample_rate:g} Hz disagrees with "
                                             f"the {signal.rate:g} Hz time base of {signal.where}")
-        self._samples = signal.values
+        factor, unit = self._conversion(signal)
+        self._samples = signal.values * factor
         self._rate = float(rate)
         self._where = signal.where
         self.dstate = D.samples + self.window
-        self.outputs = {"y": Out(1, unit=self.unit, depends="state", doc="recorded value")}
+        self.outputs = {"y": Out(1, unit=unit, depends="state", doc="recorded value")}
+
+    def _conversion(self, signal: Signal) -> tuple[float, str | None]:
+        """Factor from the file's values to the output's SI unit, and that unit."""
+        given = self.unit
+        if given is not None:
+            try:
+                dimension(given)
+            except UnitError as exc:
+                raise ParamError("unit", f"parameter 'unit': {exc} (outputs carry SI units; "
+                                         "the file's values are converted to it)") from None
+        known = si_unit(signal.unit) if signal.unit else None
+        if known is None:           # no unit in the file, or one hapflow does not know: as given
+            return 1.0, given
+        if given is not None and dimension(given) != dimension(known[1]):
+            raise ParamError("unit", f"{signal.where} is in {signal.unit}, not a quantity of "
+                                     f"unit {given!r}; give unit: {known[1]} or leave it out")
+        return known[0], given if given is not None else known[1]
 
     def kernels(self) -> dict:
         return {"output": _KERNELS[self.interpolation]}

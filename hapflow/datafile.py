@@ -205,12 +205,38 @@ class Signal:
         Time of the first sample in the file's time base, s (0 without one).
     where : str
         The file and column, for messages.
+    unit : str or None
+        The unit the file gives the values (a CSV header's ``[unit]``, an HDF5
+        dataset's ``unit`` attribute, a TDMS channel's ``unit_string``).
     """
 
     values: np.ndarray
     rate: float | None
     start: float
     where: str
+    unit: str | None = None
+
+
+PREFIXES = {"p": 1e-12, "n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "c": 1e-2, "k": 1e3,
+            "M": 1e6}
+"""SI prefixes a data file's unit may carry (``mm``, ``mN``, ``uV``, ``mm/s``)."""
+
+
+def si_unit(unit: str) -> tuple[float, str] | None:
+    """``(factor, SI unit)`` of a unit string: ``"mm"`` -> ``(1e-3, "m")``, ``"N"`` ->
+    ``(1.0, "N")``; None when it is neither an SI unit (:mod:`hapflow.units`) nor one
+    with a prefix on its first symbol."""
+    from .units import UnitError, dimension
+    candidates = [(1.0, unit)]
+    if len(unit) > 1 and unit[0] in PREFIXES:
+        candidates.append((PREFIXES[unit[0]], unit[1:]))
+    for factor, base in candidates:
+        try:
+            dimension(base)
+        except UnitError:
+            continue
+        return factor, base
+    return None
 
 
 TIME_NAMES = ("time", "t")
@@ -279,10 +305,11 @@ def _csv_signal(path: Path, column: str) -> Signal:
         column = others[0]
     values = table.column(column)
     where = f"{path} column {column!r}"
+    unit = table.units[table.index(column)]
     if time is None:
-        return Signal(values, None, 0.0, where)
+        return Signal(values, None, 0.0, where, unit)
     t = table.column(time) * {"ms": 1e-3, "us": 1e-6}.get(table.units[time] or "s", 1.0)
-    return Signal(values, uniform_rate(t, str(path), table.lines), float(t[0]), where)
+    return Signal(values, uniform_rate(t, str(path), table.lines), float(t[0]), where, unit)
 
 
 def _npy_signal(path: Path, column: str) -> Signal:
@@ -314,7 +341,7 @@ def _hdf5_signal(path: Path, column: str) -> Signal:
                 t = f["time"][()]
                 rate = uniform_rate(t, str(path))
                 return Signal(_finite(values[:, 0], f"{path} {column}"), rate, float(t[0]),
-                              f"{path} {column}")
+                              f"{path} {column}", _unit_attr(f["signals"][column].attrs))
             if column not in f or not isinstance(f[column], h5py.Dataset):
                 names: list[str] = []
                 f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
@@ -326,7 +353,8 @@ def _hdf5_signal(path: Path, column: str) -> Signal:
                                     f"{ds.shape}; playback needs a 1-D numeric dataset")
             rate = ds.attrs.get("rate")
             return Signal(_finite(ds[()], f"{path} {column}"),
-                          None if rate is None else float(rate), 0.0, f"{path} {column}")
+                          None if rate is None else float(rate), 0.0, f"{path} {column}",
+                          _unit_attr(ds.attrs))
     except OSError as exc:
         raise DataFileError(f"{path}: not a readable HDF5 file ({exc})") from None
 
@@ -346,8 +374,17 @@ def _tdms_signal(path: Path, column: str) -> Signal:
     channel = tdms[group][name]
     step = channel.properties.get("wf_increment")
     start = float(channel.properties.get("wf_start_offset", 0.0))
+    unit = str(channel.properties.get("unit_string", "")).strip() or None
     return Signal(_finite(channel[:], f"{path} {column}"),
-                  None if not step else 1.0 / float(step), start, f"{path} {column}")
+                  None if not step else 1.0 / float(step), start, f"{path} {column}", unit)
+
+
+def _unit_attr(attrs) -> str | None:
+    """An HDF5 object's ``unit`` (or ``units``) attribute as text; None when absent or empty."""
+    value = attrs.get("unit", attrs.get("units"))
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return str(value).strip() or None if value is not None else None
 
 
 def _finite(values: np.ndarray, where: str) -> np.ndarray:

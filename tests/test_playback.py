@@ -13,6 +13,7 @@ import pytest
 from numba.core import event
 
 import hapflow as hf
+from hapflow.block import ParamError
 from hapflow.blocks import Playback
 from hapflow.datafile import DataFileError, read_signal
 from hapflow.errors import HapflowError
@@ -93,14 +94,14 @@ def test_modes_match_their_closed_form_across_window_refills(npy, mode):
 
 def test_a_new_file_of_another_length_reuses_the_kernel(npy, tmp_path):
     folder, _ = npy
-    first, _, _ = _play(folder / "a.npy", "linear", 0.5, sample_rate=FILE_RATE)
+    first, _, _ = _play(folder / "a.npy", "linear", 0.5, sample_rate=FILE_RATE, unit="N")
     path = tmp_path / "b.csv"
     t, x = _signal(1234, f=5.0)
     np.savetxt(path, np.column_stack([t, x]), delimiter=",", header="time [s],force [N]",
                comments="")
     compiles = _Compiles()
     with event.install_listener("numba:compile", compiles):
-        second, tt, y = _play(path, "linear", 0.5, column="force")
+        second, tt, y = _play(path, "linear", 0.5, column="force", unit="N")
     assert compiles.functions == []                              # a cache hit: nothing compiled
     assert second.program.source == first.program.source
     assert second.program.path == first.program.path            # the same cached kernel file
@@ -170,3 +171,24 @@ record: [pb.y]
     with pytest.raises(HapflowError, match=r"play.yaml:6: block 'pb' \(Playback\): .*"
                                            r"graphs/data/none.npy' does not exist"):
         hf.loads(missing, str(graph_file))
+
+
+def test_the_files_unit_is_converted_and_a_wrong_quantity_is_an_error(tmp_path):
+    t, x = _signal(50)
+    path = tmp_path / "mm.csv"
+    np.savetxt(path, np.column_stack([t, x]), delimiter=",", header="time [s],pos [mm]",
+               comments="")
+    default = Playback(file=str(path), column="pos")
+    assert default.outputs["y"].unit == "m"
+    np.testing.assert_allclose(default._samples, 1e-3 * x, rtol=1e-15)
+    assert Playback(file=str(path), column="pos", unit="m").outputs["y"].unit == "m"
+    with pytest.raises(ParamError, match=r"mm.csv column .pos. is in mm, not a quantity of "
+                                           r"unit 'N'; give unit: m"):
+        Playback(file=str(path), column="pos", unit="N")
+    with pytest.raises(ParamError, match=r"parameter .unit.: unknown unit .mm."):
+        Playback(file=str(path), column="pos", unit="mm")
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        f.create_dataset("daq/force", data=x).attrs["unit"] = "mN"
+    played = Playback(file=str(tmp_path / "s.h5"), column="daq/force", sample_rate=FILE_RATE)
+    assert played.outputs["y"].unit == "N"
+    np.testing.assert_allclose(played._samples, 1e-3 * x, rtol=1e-15)
