@@ -53,7 +53,8 @@ def _prep_kwargs(args: argparse.Namespace) -> dict:
         acc = "auto"
     kw = dict(pos=args.pos, force=args.force, acc=acc, velocity=args.velocity,
               units=_pairs(args.units, "--units", "position=mm,force=gf"),
-              columns=_pairs(args.columns, "--columns", "time=t,position=y,force=u"))
+              columns=_pairs(args.columns, "--columns", "time=t,position=y,force=u"),
+              rate=args.rate)
     for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
         value = getattr(args, key)
         if value is not None:
@@ -90,6 +91,9 @@ def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
                         "'position=V*0.001 m/V'")
     g.add_argument("--columns", metavar="Q=NAME,...",
                    help="CSV columns by quantity, e.g. time=t,position=y,force=u")
+    g.add_argument("--rate", type=float, metavar="HZ",
+                   help="sample rate of a CSV file without a time column (else such a file "
+                        "is read as a quasi-static curve)")
 
 
 def cmd_identify(args: argparse.Namespace) -> int:
@@ -178,8 +182,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for key in ("pos", "force", "acc"):
             kw.pop(key, None)
     else:
-        kw.pop("units", None)
-        kw.pop("columns", None)
+        for key in ("units", "columns", "rate"):
+            kw.pop(key, None)
     motion = load_motion(data, **kw)
     predicted = predict_motion(model, motion)
     ok = motion.valid

@@ -794,7 +794,7 @@ def _find_columns(names: list[str], given: dict[str, str], where: str) -> dict[s
 
 def load_csv(path: str | Path, units: dict[str, str] | None = None,
              velocity: str | None = None, columns: dict[str, str] | None = None,
-             **settings: Any) -> Motion:
+             rate: float | None = None, **settings: Any) -> Motion:
     """Load force-motion data from a CSV file.
 
     Format
@@ -831,7 +831,9 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
     (the time must increase; a step over 10 times the median is an error
     naming its line, since resampling across it would invent data) and
     prepared like a recording (velocity and acceleration estimated, see
-    :func:`estimate_motion`).  **Without** one it is quasi-static: there is no
+    :func:`estimate_motion`), and so is a file without one whose sample
+    ``rate`` is given (rows are samples at that rate, e.g. the Silverbox
+    benchmark's ``"V1","V2",`` files).  **Without** either it is quasi-static: there is no
     velocity or acceleration (only stiffness ``k(x)`` and offset ``F0(x)``
     can be identified), and the direction is taken from the row order: the
     rows up to the first row of maximum position are the positive stroke
@@ -847,6 +849,8 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
         Estimator when there is a time column.
     columns : dict, optional
         Column name by quantity, for headers hapflow does not recognise.
+    rate : float, optional
+        Sample rate (Hz) of a file without a time column.
     **settings
         Estimator settings (see :func:`from_arrays`).
 
@@ -855,6 +859,8 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
     Motion
     """
     from ..datafile import DataFileError, read_csv
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise IdentError(f"--rate must be a sample rate > 0 Hz, got {rate!r}")
     path = Path(path)
     try:
         table = read_csv(path)
@@ -899,10 +905,17 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
     if columns:
         source["columns"] = dict(columns)
     x, force = data["position"], data["force"]
+    if "time" in data and rate is not None:
+        raise IdentError(f"{where} has a time column ({table.names[found['time']]!r}), which "
+                         f"gives its sample rate; leave out --rate {rate:g}")
+    resampled = False
     if "time" in data:
         t, rate, resampled = _uniform_time(data["time"], table.lines, str(path))
+    elif rate is not None:
+        t = np.arange(x.size) / rate
+        source["rate"] = float(rate)
     try:
-        if "time" not in data:
+        if rate is None:
             split = int(np.argmax(x))
             direction = np.where(np.arange(x.size) <= split, 1, -1).astype(np.int8)
             return from_arrays(x, force, None, direction=direction, source=source)
@@ -942,14 +955,15 @@ def _uniform_time(t: np.ndarray, lines: list[int], where: str) -> tuple[np.ndarr
 def load_motion(path: str | Path, pos: str = "enc.pos", force: str = "head.force",
                 acc: str | None = "auto", velocity: str | None = None,
                 units: dict[str, str] | None = None, columns: dict[str, str] | None = None,
-                **settings: Any) -> Motion:
+                rate: float | None = None, **settings: Any) -> Motion:
     """Prepare a recording (``.h5``/``.hdf5``) or a CSV file (``.csv``) by its extension."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        return load_csv(path, units, velocity, columns, **settings)
-    if units or columns:
-        raise IdentError(f"--units and --columns apply to CSV files; {str(path)!r} is a recording, "
-                         "whose signals are named with --pos/--force/--acc and stored in SI")
+        return load_csv(path, units, velocity, columns, rate, **settings)
+    if units or columns or rate is not None:
+        raise IdentError(f"--units, --columns and --rate apply to CSV files; {str(path)!r} is a "
+                         "recording, whose signals are named with --pos/--force/--acc and "
+                         "stored in SI with their time")
     if not path.exists():
         raise IdentError(f"data file {str(path)!r} does not exist")
     return from_recording(path, pos, force, acc, velocity, **settings)

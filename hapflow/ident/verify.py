@@ -176,7 +176,7 @@ def prep_settings(model: Any) -> dict[str, Any]:
     for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
         if key in prep:
             out[key] = prep[key]
-    for key in ("units", "columns"):
+    for key in ("units", "columns", "rate"):
         value = (model.source or {}).get(key)
         if value:
             out[key] = value
