@@ -24,6 +24,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/engine.py
 	$(PY) bench/ident.py
+	$(PY) bench/ident_rates.py
+	$(PY) bench/ident_silverbox.py
+	$(PY) bench/playback.py
 	$(PY) bench/devices.py
 	$(PY) bench/sinks.py
 	$(PY) bench/study.py
