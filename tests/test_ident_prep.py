@@ -35,6 +35,20 @@ def test_estimators_against_the_truth(sweep):
     assert err["fusion"][1] < err["encoder"][1] < err["accel"][1] < err["difference"][1]
 
 
+def test_the_default_without_an_accelerometer_is_right_on_the_4khz_rig(sweep):
+    """Issue 14: the default must hold on the rig (4 kHz, a 1-4 Hz sweep) as well as at 9
+    samples per period (tests/test_ident_poly.py): there it picks ``spectral`` with its
+    corner from the sweep's band and beats the 40 Hz encoder differentiation."""
+    default = from_arrays(sweep.enc, sweep.force, 4000.0)
+    encoder = from_arrays(sweep.enc, sweep.force, 4000.0, velocity="encoder")
+    assert default.settings["velocity"] == "spectral" and default.settings["cutoff"] < 40.0
+    ok = default.valid & encoder.valid
+    for est, truth in (("vel", sweep.v), ("acc", sweep.a)):
+        err = {m.settings["velocity"]: syn.rms((getattr(m, est) - truth)[ok])
+               for m in (default, encoder)}
+        assert err["spectral"] < 0.5 * err["encoder"], (est, err)
+
+
 def test_savgol_is_exact_for_a_quartic_and_its_window_has_the_asked_corner():
     from scipy.signal import freqz, savgol_coeffs
     rate = 1000.0
