@@ -56,3 +56,14 @@ def test_rate_applies_only_to_a_file_without_time(tmp_path):
         load_motion(path, rate=500.0)
     with pytest.raises(IdentError, match=r"--rate must be a sample rate > 0 Hz"):
         load_motion(TRAIN, rate=-1.0, columns={"position": "V2", "force": "V1"})
+
+
+def test_verify_simulate_reports_the_error_in_the_datas_volts(tmp_path, capsys):
+    model = tmp_path / "bic.yaml"
+    assert main(["identify", str(TRAIN), "--method", "bic", *CSV, "--out", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(model), "--against", str(HELD_OUT), "--simulate",
+                 "--plots", str(tmp_path)]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("free run"))
+    assert line.startswith("free run from the measured force: RMS position error 0.000")
+    assert " V (" in line and (tmp_path / "verify_simulate.png").is_file()

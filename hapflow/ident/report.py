@@ -259,17 +259,18 @@ def plot_free_run(run: Any, path: str | Path, window: float = 1.0) -> Path:
     t = run.time
     mid = 0.5 * (t[0] + t[-1])
     win = np.flatnonzero(np.abs(t - mid) <= 0.5 * window)
+    name, per = run.unit                      # the data's position unit
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6.5))
-    a1.plot(t[win], run.measured[win] * 1e3, color="0.3", lw=1.0, label="measured")
-    a1.plot(t[win], run.simulated[win] * 1e3, color="tab:orange", lw=1.0, alpha=0.85,
+    a1.plot(t[win], run.measured[win] / per, color="0.3", lw=1.0, label="measured")
+    a1.plot(t[win], run.simulated[win] / per, color="tab:orange", lw=1.0, alpha=0.85,
             label="model, free run from the measured force")
     a1.set_xlabel("time [s]")
-    a1.set_ylabel("position [mm]")
+    a1.set_ylabel(f"position [{name}]")
     a1.legend(fontsize=8)
     a1.grid(alpha=0.3)
-    a2.plot(t, (run.simulated - run.measured) * 1e3, color="tab:red", lw=0.6)
+    a2.plot(t, (run.simulated - run.measured) / per, color="tab:red", lw=0.6)
     a2.set_xlabel("time [s]")
-    a2.set_ylabel("simulated - measured [mm]")
+    a2.set_ylabel(f"simulated - measured [{name}]")
     a2.grid(alpha=0.3)
-    fig.suptitle(f"free-run simulation (RMS position error {run.rms_error * 1e3:.3g} mm)")
+    fig.suptitle(f"free-run simulation (RMS position error {run.rms_error / per:.3g} {name})")
     return _save(plt, fig, path)

@@ -123,6 +123,8 @@ class FreeRun:
         RMS(simulated - measured position), m.
     rms_motion : float
         RMS of the measured position about its mean, m (the scale of the error).
+    unit : tuple of (str, float)
+        The data's position unit and metres per that unit (mm for SI data).
     """
 
     time: np.ndarray
@@ -130,12 +132,26 @@ class FreeRun:
     simulated: np.ndarray
     rms_error: float
     rms_motion: float
+    unit: tuple[str, float] = ("mm", 1e-3)
 
     def summary(self) -> str:
         """One line: free-run RMS position error in the data's units and relative to the motion."""
-        return (f"free run from the measured force: RMS position error {self.rms_error * 1e3:.4g} mm "
-                f"({100 * self.rms_error / self.rms_motion:.3g} % of the motion's RMS "
-                f"{self.rms_motion * 1e3:.4g} mm, {self.time.size} samples)")
+        name, per = self.unit
+        return (f"free run from the measured force: RMS position error "
+                f"{self.rms_error / per:.4g} {name} ({100 * self.rms_error / self.rms_motion:.3g} "
+                f"% of the motion's RMS {self.rms_motion / per:.4g} {name}, {self.time.size} "
+                "samples)")
+
+
+def data_unit(motion: Any) -> tuple[str, float]:
+    """The unit a CSV file gave the position in and metres per that unit: ``mm``, ``um``,
+    ``V`` for a sensor in volts (``V*0.001 m/V``); ``mm`` for SI data."""
+    from .prep import unit_factor
+    spec = ((motion.source or {}).get("units") or {}).get("position")
+    if not spec or spec == "m":
+        return "mm", 1e-3
+    volts = any(term.strip() == "V" for term in spec.split("*"))
+    return ("V" if volts else spec), unit_factor("position", spec)
 
 
 def free_run(model: Any, motion: Any) -> FreeRun:
@@ -160,7 +176,7 @@ def free_run(model: Any, motion: Any) -> FreeRun:
     err = x - measured
     t = motion.time[sl] if motion.time is not None else np.arange(x.size) / motion.rate
     return FreeRun(t, measured, x, math.sqrt(float(np.mean(err * err))),
-                   float(np.std(measured)))
+                   float(np.std(measured)), data_unit(motion))
 
 
 def prep_settings(model: Any) -> dict[str, Any]:
