@@ -596,7 +596,8 @@ def _filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
      op_chol_m, op_chol_n, op_solve, op_points, op_wmean_n, op_wmean_m, op_wcov_nn, op_wcov_mm,
      op_wcov_nm) = ops
     spec = MODELS[model]
-    f, h, fjac, rule, prepare = spec.f, spec.h, spec.fjac, spec.mode, spec.prepare
+    f, h, fjac, rule, prepare, noise = (spec.f, spec.h, spec.fjac, spec.mode, spec.prepare,
+                                        spec.noise)
     linear, linear_h = f is None, h is None     # z = H x: H the block's or the first states
 
     @njit_noalloc
@@ -744,6 +745,8 @@ def _filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         pq = c[_PQ]
         for i in range(n * n):
             d[PP + i] += p[pq + i]
+        if noise is not None:
+            noise(d, W, p, c[_PC], u, d, PP)
         # update: y = z - h(xp), H = dh/dx at xp, Joseph-form correction
         _hx(p, d, XP, d, WA, c)
         for i in range(m):
@@ -781,6 +784,8 @@ def _filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             _fx(p, d, SIG + i * n, d, SF + i * n, u, mode, W, c)
         op_wmean_n(d, SF, n, ns, p, pwm, XP)
         op_wcov_nn(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, c[_PQ], True)
+        if noise is not None:
+            noise(d, W, p, c[_PC], u, d, PP)
         if linear_h:
             # update with z = H x: the unscented transform of a linear map is exact (both
             # sigma sets reproduce the prior's mean and covariance), so in closed form

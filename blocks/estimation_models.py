@@ -23,6 +23,10 @@ filter steps bind directly (no dispatch at run time):
 - optionally ``mode(s, so, p, pc, previous) -> int``: a switching rule
   evaluated once per sample on the posterior mean (the hysteresis of the
   kinematic models near singular configurations).
+- optionally ``noise(s, w, p, pc, u, cov, co)``: process noise that depends
+  on the input, added to the prior covariance ``cov[co:]`` (n x n) after
+  ``Q`` (the force observers' torque-model noise, which grows as the lever
+  of the slider force vanishes).
 
 :data:`MODELS` lists them with their sizes and coefficients; the ``linear``
 model (matrices ``A``, ``B``, ``H``) has no functions: the filters apply
@@ -37,6 +41,19 @@ accelerometer sample for the new acceleration ``alpha_k``, and advances the
 speed by the trapezoidal rule ``omega + dt (alpha + alpha_k) / 2`` - the
 "kinematic equations with numerical derivative" scheme of its section
 2.2.1.3, whose model noise on ``alpha`` is the random-walk term.
+
+``slider_crank_kkf_walk`` is the kinematic observer with the accelerometer
+as a measurement instead: the acceleration a random walk (section 2.2.1.1),
+``z = [theta, xs' alpha + xs'' omega^2]``.  It needs no switching: the
+filter weights the accelerometer by the lever ``xs'`` itself, so near the
+dead centres the slider acceleration informs the speed (through ``xs''``)
+and not the acceleration.  ``slider_crank_force_slope`` is the force
+observer of eq. 3.5 with the slider force an integrated random walk
+``[F, F']`` (it extrapolates through the dead centres, where the torque
+carries no information about it, instead of holding it) and with the
+torque-model noise raised by ``(M sa / xs')^2``: the kinematic acceleration
+it is fed carries the slider-acceleration error ``sa`` over the lever, so
+the torque is weighted by how well it observes the force.
 
 The slider-crank KKF switches (seed 004 section 2.2.2) to a second model
 near the dead centres, where the slider acceleration says little about the
@@ -65,7 +82,7 @@ from hapflow.jit import njit_noalloc
 from .multibody import (crank_geometry_problem, crank_position, crank_singularity,
                         crank_speed_growth, crank_terms)
 
-PREPARED = 2
+PREPARED = 3
 """Entries of the filter state reserved for a model's per-sample prepared values."""
 
 
@@ -131,11 +148,13 @@ def _crank_kkf_mode(s, so, p, pc, previous):
 
 @njit_noalloc(inline="always")
 def _crank_force_prepare(p, pc, u, s, w):
-    """Torque of the motion ``u`` without the force, and the force's lever ``xs'``."""
+    """Torque of the motion ``u`` without the force, the force's lever ``xs'`` and the
+    inertia ``M``."""
     mass, cor, grav, dxs = crank_terms(u[0], p[pc], p[pc + 1], p[pc + 2], p[pc + 3], p[pc + 4],
                                        p[pc + 5], p[pc + 6])
     s[w] = mass * u[2] + cor * u[1] * u[1] + grav
     s[w + 1] = dxs
+    s[w + 2] = mass
 
 
 @njit_noalloc(inline="always")
@@ -150,6 +169,32 @@ def _crank_force_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo + 1] = -s[w + 1]
     jac[jo + 2] = 0.0
     jac[jo + 3] = 1.0
+
+
+@njit_noalloc(inline="always")
+def _crank_slope_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    out[oo] = s[w] - s[so + 1] * s[w + 1]
+    out[oo + 1] = s[so + 1] + dt * s[so + 2]
+    out[oo + 2] = s[so + 2]
+
+
+@njit_noalloc(inline="always")
+def _crank_slope_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
+    for i in range(9):
+        jac[jo + i] = 0.0
+    jac[jo + 1] = -s[w + 1]
+    jac[jo + 4] = 1.0
+    jac[jo + 5] = dt
+    jac[jo + 8] = 1.0
+
+
+@njit_noalloc(inline="always")
+def _crank_slope_noise(s, w, p, pc, u, cov, co):
+    """Torque-model noise of the KKF's acceleration error, ``(M sa / max(|xs'|, lever))^2``:
+    the kinematic acceleration ``(a - xs'' omega^2) / xs'`` carries the slider-acceleration
+    error ``sa`` over the lever ``xs'``."""
+    e = s[w + 2] * p[pc + 7] / max(abs(s[w + 1]), p[pc + 8])
+    cov[co] += e * e
 
 
 @njit_noalloc(inline="always")
@@ -168,6 +213,22 @@ def _crank_bench_h(s, so, out, oo, p, pc):
     dxs, ddxs = crank_position(s[so], p[pc], p[pc + 1], p[pc + 2])[5:]
     out[oo] = s[so]
     out[oo + 1] = dxs * s[so + 2] + ddxs * s[so + 1] * s[so + 1]
+
+
+@njit_noalloc(inline="always")
+def _crank_walk_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    _advance(s, so, out, oo, 1, dt, s[so + 2], 0)
+
+
+@njit_noalloc(inline="always")
+def _crank_walk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
+    for i in range(9):
+        jac[jo + i] = 0.0
+    for i in range(3):
+        jac[jo + 4 * i] = 1.0
+    jac[jo + 1] = dt
+    jac[jo + 2] = 0.5 * dt * dt
+    jac[jo + 5] = dt
 
 
 # ------------------------------------------------------------------ two-link planar arm
@@ -223,7 +284,7 @@ class Model:
         True if the control enters as ``+ B u`` (the block's ``B``).
     doc : str
         One line for error messages and the block reference.
-    f, h, fjac, mode, prepare : callable or None
+    f, h, fjac, mode, prepare, noise : callable or None
         The model functions (see the module doc); ``h`` None: the model
         measures ``z = H x`` (the block's ``H`` for ``linear``, else its first
         ``m`` states); ``fjac`` None: finite differences.
@@ -244,6 +305,7 @@ class Model:
     mode: Callable | None = None
     prepare: Callable | None = None
     check: Callable | None = None
+    noise: Callable | None = None
 
 
 def _crank_check(v) -> str | None:
@@ -263,6 +325,14 @@ def _crank_kkf_check(v) -> str | None:
     if hysteresis < 0.0 or growth <= 0.0:
         return f"hysteresis must be >= 0 and growth > 0, got {hysteresis:g} rad, {growth:g} 1/s"
     return _crank_check(v[:3])
+
+
+def _crank_slope_check(v) -> str | None:
+    """The slider-acceleration error ``sa`` >= 0 and lever floor > 0, then
+    :func:`_crank_check`."""
+    if v[7] < 0.0 or v[8] <= 0.0:
+        return f"sa must be >= 0 m/s^2 and lever > 0 m, got {v[7]:g}, {v[8]:g}"
+    return _crank_check(v[:7])
 
 
 def _two_link_check(v) -> str | None:
@@ -290,6 +360,20 @@ MODELS: dict[str, Model] = {
                                 "from a KKF, z = crank torque, F a random walk",
                                 f=_crank_force_f, fjac=_crank_force_fjac,
                                 prepare=_crank_force_prepare, check=_crank_check),
+    "slider_crank_force_slope": Model(3, 1, 3, _CRANK + _MASSES + (("sa", "m/s^2", 0.5),
+                                                                   ("lever", "m", 0.01)), False,
+                                      "slider-crank force observer [T, F, F'], u = [theta, "
+                                      "omega, alpha] from a KKF, z = crank torque, F an "
+                                      "integrated random walk, torque-model noise weighted by "
+                                      "the force's lever",
+                                      f=_crank_slope_f, fjac=_crank_slope_fjac,
+                                      prepare=_crank_force_prepare, noise=_crank_slope_noise,
+                                      check=_crank_slope_check),
+    "slider_crank_kkf_walk": Model(3, 2, 0, _CRANK, False,
+                                   "slider-crank kinematic observer [theta, omega, alpha], "
+                                   "alpha a random walk, z = [crank angle, slider acceleration]",
+                                   f=_crank_walk_f, fjac=_crank_walk_fjac, h=_crank_bench_h,
+                                   check=_crank_check),
     "slider_crank_benchmark": Model(4, 2, 1, _CRANK + _MASSES, False,
                                     "slider-crank dynamic observer [theta, omega, alpha, F], "
                                     "u = crank torque, z = [theta, slider acceleration]",
