@@ -15,16 +15,21 @@ graph and its baseline alike):
   sources over ``TICKS`` samples; the same graph without the filter is run
   as the baseline and its time subtracted, so the figure is the filter's
   own predict + update (plus its output writes).
-* the slider-crank two-stage observer of seed 004 section 3.2.1 (KKF and
-  force observer, both SS-UKF) over 5 s of data at 1 kHz, against its
-  table 3.5 CPU time (0.4985 s, Matlab on a Core i7-2700K): the graph
-  graphs/slider_crank_two_stage.yaml without the benchmark observer, minus
-  the plant-only baseline; the benchmark observer (table 3.5: 0.7667 s)
-  likewise.  For reference, a last row runs the same two observers with
-  the ``linear`` model of the same sizes (identity ``A``, zero ``B``, ``H``
-  picking the first state) in place of the slider-crank models, minus the
-  same baseline: the filter machinery alone, without the model functions'
-  trigonometry.
+* seed 004 tables 3.4 and 3.5 from one graph, graphs/slider_crank_torque.yaml
+  (the torque-driven slider-crank of section 3.2.1, each observer as an
+  SS-UKF and as an EKF): the RMS errors of speed, acceleration and slider
+  force, worst of seeds 1-4, beside table 3.4; and the CPU time of 5 s of
+  data at 1 kHz for each of the four observers (the graph without the other
+  observers, minus the plant-only baseline) beside table 3.5 (Matlab on a
+  Core i7-2700K).  For reference, a last row runs the two-stage SS-UKF pair
+  with the ``linear`` model of the same sizes (identity ``A``, zero ``B``,
+  ``H`` picking the first states) in place of the slider-crank models: the
+  filter machinery alone, without the model functions' trigonometry.
+* why the two-stage force stage is built as it is (item 2 of issue 15): the
+  force RMS of the two-stage SS-UKF beside the benchmark SS-UKF for force
+  stages without the lever weighting (``sa`` 0) and with the thesis's
+  random-walk force (``slider_crank_force``), for exact models in every
+  observer, and for other frequencies of the unknown slider force.
 
 The table prints each figure next to its goal with PASS/MISS; the script
 exits 0 whatever the figures (a benchmark, not a test).
@@ -50,16 +55,19 @@ import hapflow.blocks  # noqa: E402,F401
 from hapflow.blocks.estimation import (ExtendedKalmanFilter, KalmanFilter,  # noqa: E402
                                        UnscentedKalmanFilter)
 from hapflow.blocks.estimation_models import MODELS  # noqa: E402
+from tests.evals.test_slider_crank import (FIGURES, OBSERVERS, TABLE_3_4,  # noqa: E402
+                                           worst_errors)
 from tests.helpers import table  # noqa: E402
 
 TICKS = 20000
 RATE = 1000.0
 ARM = [0.3, 0.2, 0.15]
 GOALS_US = {"SS-UKF": 2.0, "EKF (analytic)": 1.0}
-THESIS_TWO_STAGE = 0.4985          # s, seed 004 table 3.5 (two-stage SS-UKF)
-THESIS_BENCHMARK = 0.7667          # s, seed 004 table 3.5 (benchmark SS-UKF)
+THESIS_CPU = {"two-stage SS-UKF": 0.4985, "two-stage EKF": 1.6102,      # s, seed 004
+              "benchmark SS-UKF": 0.7667, "benchmark EKF": 1.7814}     # table 3.5
 SPEEDUP_GOAL = 100.0
-GRAPH = ROOT / "graphs" / "slider_crank_two_stage.yaml"
+GRAPH = ROOT / "graphs" / "slider_crank_torque.yaml"
+EXACT = [0.3, 0.6, 0.05, 1.872, 3.744, 1.2, 9.81]        # the plant's own model
 
 
 def _diag(*values: float) -> list[float]:
@@ -147,21 +155,58 @@ def _linear_twin(spec: dict, name: str) -> None:
     block.pop("coeffs", None)
     n, m, l = model.states, model.measurements, model.controls
     block.update(model="linear", states=n, measurements=m, controls=l,
-                 A=np.eye(n).ravel().tolist(), B=[0.0] * (n * l),
-                 H=np.eye(m, n).ravel().tolist())
+                 A=np.eye(n).ravel().tolist(), H=np.eye(m, n).ravel().tolist())
+    if l:
+        block["B"] = [0.0] * (n * l)
 
 
-def slider_crank(runs: int) -> dict[str, float]:
-    """Median seconds of the 5 s slider-crank runs: plant only, two-stage, benchmark, and the
-    two-stage observers on linear models of the same sizes."""
-    specs = {label: _without(GRAPH, {"kkf", "fobs", "bench"} - set(keep))
-             for label, keep in (("plant only", ()), ("two-stage", ("kkf", "fobs")),
-                                 ("benchmark", ("bench",)), ("linear twin", ("kkf", "fobs")))}
+def slider_crank_cpu(runs: int) -> dict[str, float]:
+    """Median seconds of the 5 s slider-crank runs: plant only, each observer of
+    :data:`OBSERVERS` alone, and the two-stage SS-UKF pair on linear models."""
+    observers = {name: {kin, dyn} for name, (kin, dyn, _) in OBSERVERS.items()}
+    every = set().union(*observers.values())
+    specs = {"plant only": _without(GRAPH, every)}
+    for name, keep in observers.items():
+        specs[name] = _without(GRAPH, every - keep)
+    specs["linear twin"] = _without(GRAPH, every - {"kkf", "fobs"})
     for name in ("kkf", "fobs"):
         _linear_twin(specs["linear twin"], name)
     sims = {label: hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
             for label, spec in specs.items()}
     return _time_runs(sims, 5.0, runs)
+
+
+def _two_stage_force(sim: hapflow.Simulation) -> tuple[float, float]:
+    """Worst force RMS of the two-stage and the benchmark SS-UKF over the seeds."""
+    worst = worst_errors(sim, {"two-stage": ("kkf", "fobs", 1),
+                               "benchmark": ("bench", "bench", 3)})
+    return worst["two-stage"][2], worst["benchmark"][2]
+
+
+def force_stage_variants() -> list[tuple[str, float, float]]:
+    """``(variant, two-stage force RMS, benchmark force RMS)`` (N, worst of the seeds) of the
+    force-stage variants, the exact models and other slider-force frequencies."""
+    spec = _without(GRAPH, {"kkf_ekf", "fobs_ekf", "bench_ekf"})
+    sim = hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
+    rows = [("as in the graph", *_two_stage_force(sim))]
+    coeffs = spec["blocks"]["fobs"]["coeffs"]
+    sim.set("fobs.coeffs", coeffs[:7] + [0.0] + coeffs[8:])
+    rows.append(("no lever weighting (sa 0)", *_two_stage_force(sim)))
+    sim.set("fobs.coeffs", coeffs)
+    for hz in (0.5, 1.0, 1.3):
+        sim.set("force.frequency", hz)
+        rows.append((f"slider force at {hz:g} Hz", *_two_stage_force(sim)))
+    sim.set("force.frequency", spec["blocks"]["force"]["frequency"])
+    sim.set("kkf.coeffs", EXACT[:3])
+    sim.set("fobs.coeffs", EXACT + coeffs[7:])
+    sim.set("bench.coeffs", EXACT)
+    rows.append(("exact models in every observer", *_two_stage_force(sim)))
+    walk = dict(spec["blocks"]["fobs"], model="slider_crank_force", coeffs=coeffs[:7],
+                Q=[10.0, 0.0, 0.0, 1.0], x0=[0.0, 0.0], P0=[100.0, 0.0, 0.0, 1.0e4])
+    spec["blocks"]["fobs"] = walk
+    thesis = hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
+    rows.append(("thesis's force stage (F a random walk)", *_two_stage_force(thesis)))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,20 +226,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<34}{us:>10.3f}{goal if goal else '':>8}  {verdict}")
     print(f"{'(baseline graph, per tick)':<34}{base / TICKS * 1e6:>10.3f}")
 
-    sc = slider_crank(args.runs)
+    sim = hapflow.Simulation(hapflow.load(GRAPH))
+    errors = worst_errors(sim, OBSERVERS)
     print()
-    print(f"Slider-crank, 5 s of data at 1 kHz (seed 004 table 3.5), median of {args.runs} runs")
-    print(f"{'observer':<14}{'run (s)':>10}{'net (s)':>10}{'thesis (s)':>12}{'speed-up':>10}"
+    print("Slider-crank, torque-driven (graphs/slider_crank_torque.yaml), RMS errors, worst of "
+          "seeds 1-4: hapflow / seed 004 table 3.4")
+    print(f"{'':<14}" + "".join(f"{name:>22}" for name in OBSERVERS))
+    for i, figure in enumerate(FIGURES):
+        cells = "".join(f"{errors[n][i]:>11.4f} /{TABLE_3_4[n][i]:>8.4f}  " for n in OBSERVERS)
+        print(f"{figure:<14}{cells}")
+
+    cpu = slider_crank_cpu(args.runs)
+    print()
+    print(f"CPU time of 5 s of data at 1 kHz (seed 004 table 3.5), median of {args.runs} runs")
+    print(f"{'observer':<20}{'run (s)':>10}{'net (s)':>10}{'thesis (s)':>12}{'speed-up':>10}"
           f"{'goal':>7}  verdict")
-    for label, thesis in (("two-stage", THESIS_TWO_STAGE), ("benchmark", THESIS_BENCHMARK)):
-        net = sc[label] - sc["plant only"]
+    for name, thesis in THESIS_CPU.items():
+        net = cpu[name] - cpu["plant only"]
         speedup = thesis / net
         verdict = "PASS" if speedup >= SPEEDUP_GOAL else "MISS"
-        print(f"{label:<14}{sc[label]:>10.5f}{net:>10.5f}{thesis:>12.4f}{speedup:>10.0f}"
+        print(f"{name:<20}{cpu[name]:>10.5f}{net:>10.5f}{thesis:>12.4f}{speedup:>10.0f}"
               f"{SPEEDUP_GOAL:>7.0f}  {verdict}")
-    print(f"{'plant only':<14}{sc['plant only']:>10.5f}")
-    net = sc["linear twin"] - sc["plant only"]
-    print(f"{'two-stage, linear models of the same sizes (filters alone)':<60}{net:>10.5f}")
+    print(f"{'plant only':<20}{cpu['plant only']:>10.5f}")
+    net = cpu["linear twin"] - cpu["plant only"]
+    print(f"{'two-stage SS-UKF, linear models of the same sizes (filters alone)':<66}{net:>10.5f}")
+
+    print()
+    print("Two-stage force stage: force RMS (N), worst of seeds 1-4, SS-UKF")
+    print(f"{'variant':<42}{'two-stage':>10}{'benchmark':>11}")
+    for label, two, bench in force_stage_variants():
+        print(f"{label:<42}{two:>10.3f}{bench:>11.3f}")
     return 0
 
 
