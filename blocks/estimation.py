@@ -13,8 +13,8 @@ The nonlinear filters take their process and measurement functions from the
 model registry of :mod:`hapflow.blocks.estimation_models`.
 
 Speed: a block's kernels are made for its structure (:func:`_specialised`).
-The steps (:func:`_filter_steps`) call their matrix operations through a
-set whose shapes are compile-time constants (:func:`_fixed_ops`), so the
+The steps (:func:`filter_steps`) call their matrix operations through a
+set whose shapes are compile-time constants (:func:`fixed_ops`), so the
 loops have literal trip counts that LLVM unrolls and vectorises; sizes,
 flags and parameter offsets are constants of the compiled step, covariance
 products compute one triangle, and the Joseph update distributes the
@@ -184,7 +184,7 @@ def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym):
 # ------------------------------------------------------------------ fixed-shape operations
 # A filter step calls its matrix operations through an ``_Ops`` tuple, one field per
 # operation shape.  ``GENERIC`` holds the functions above (shapes read from their
-# arguments at run time); ``_fixed_ops`` gives, for one filter structure, versions with
+# arguments at run time); ``fixed_ops`` gives, for one filter structure, versions with
 # the shape frozen as compile-time constants: the same body (numba inlines it into a
 # small closure, compiled once per shape and process), literal trip counts, so LLVM
 # unrolls and vectorises the loops.  A fixed operation keeps the generic signature and
@@ -268,7 +268,7 @@ def _fixed_wcov(na: int, nb: int, ns: int, sym: bool) -> Callable:
 
 
 @lru_cache(maxsize=None)
-def _fixed_ops(n: int, m: int, l: int, ns: int, simplex: bool) -> _Ops:
+def fixed_ops(n: int, m: int, l: int, ns: int, simplex: bool) -> _Ops:
     """The operations of a filter with ``n`` states, ``m`` measurements, ``l`` inputs and
     ``ns`` sigma points (0: none), shapes fixed (each compiled on first use only)."""
     mm, no, yes = _fixed_mm, False, True
@@ -391,7 +391,7 @@ class _Estimator:
 
 # ------------------------------------------------------------------ linear Kalman filter
 @njit_noalloc(inline="always")
-def _commit(d, p, n):
+def commit_posterior(d, p, n):
     """Copy the posterior work entries (after x, P) into the state."""
     for i in range(n + n * n):
         d[i] = d[n + n * n + i]
@@ -410,8 +410,8 @@ def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
                  init: Callable) -> dict[str, Callable]:
     """The ``output``, ``update`` and ``init`` kernels of one filter structure.
 
-    ``core(d, p, z, u, layout)`` is a filter step of :func:`_filter_steps`
-    built over operations with fixed shapes (:func:`_fixed_ops`); ``layout``
+    ``core(d, p, z, u, layout)`` is a filter step of :func:`filter_steps`
+    built over operations with fixed shapes (:func:`fixed_ops`); ``layout``
     (sizes, flags and parameter offsets) is frozen into the compiled step as
     constants.  ``post = (xn, pn, y)`` are the offsets of the posterior estimate,
     covariance and innovation in ``d``; ``mo`` that of the mode pair (-1:
@@ -444,13 +444,13 @@ def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
 
     @njit_noalloc
     def update(t, x, d, m, p, z):
-        _commit(d, p, N)
+        commit_posterior(d, p, N)
         if MO >= 0:
             d[MO] = d[MO + 1]
 
     @njit_noalloc
     def update_u(t, x, d, m, p, z, u):
-        _commit(d, p, N)
+        commit_posterior(d, p, N)
         if MO >= 0:
             d[MO] = d[MO + 1]
 
@@ -512,7 +512,7 @@ class KalmanFilter(_Estimator, Block):
     def kernels(self) -> dict[str, Callable]:
         n, m, l = self.states, self.measurements, self.controls
         off = _ekf_offsets.py_func(n, m)
-        core = _filter_steps(_fixed_ops(n, m, l, 0, False)).kf
+        core = filter_steps(fixed_ops(n, m, l, 0, False)).kf
         return _specialised(core, (n, m, l), n, m, (off[2], off[3], off[6]), -1, l > 0,
                             KalmanFilter.init)
 
@@ -578,7 +578,7 @@ _Steps = namedtuple("_Steps", "kf ekf ukf")
 
 
 @lru_cache(maxsize=None)
-def _filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
+def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
     """The KF, EKF and UKF steps built over the operation set ``ops`` and the model ``model``.
 
     Each step is ``step(d, p, z, u, c)`` with ``c`` the layout tuple (KF:
@@ -958,7 +958,7 @@ class _Nonlinear(_Estimator):
         """Kernels of the ``kind`` step (``ekf``, ``ukf``) specialised on this structure
         (see :func:`_specialised`)."""
         n, m, l = self.states, self.measurements, self.controls
-        core = getattr(_filter_steps(_fixed_ops(n, m, l, ns, simplex), self.model), kind)
+        core = getattr(filter_steps(fixed_ops(n, m, l, ns, simplex), self.model), kind)
         return _specialised(core, self.layout(ns, simplex), n, m, post, mo, l > 0,
                             _Nonlinear.init)
 

@@ -28,9 +28,9 @@ from hapflow.errors import GraphError
 from hapflow.params import Live, positive
 from hapflow.ports import In, Out
 
-from .estimation import KalmanFilter, _commit, _filter_steps, _fixed_ops
+from .estimation import KalmanFilter, commit_posterior, filter_steps, fixed_ops
 
-_probe_step = _filter_steps(_fixed_ops(3, 1, 1, 0, False)).kf
+_probe_step = filter_steps(fixed_ops(3, 1, 1, 0, False)).kf
 """The Kalman step with the probe's sizes fixed at compile time (3 states, 1 input, 1 output)."""
 
 
@@ -114,4 +114,4 @@ class ProbeKKF(Block):
     @staticmethod
     @njit
     def update(t, x, d, m, p, pos, accel):
-        _commit(d, p, 3)
+        commit_posterior(d, p, 3)

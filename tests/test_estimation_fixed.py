@@ -1,7 +1,7 @@
 """Size-specialised filter kernels (blocks/estimation.py): fixed-shape operations and steps.
 
 The filter steps run on operations whose shapes are compile-time constants
-(``_fixed_ops``); the same steps over the generic operations (``GENERIC``,
+(``fixed_ops``); the same steps over the generic operations (``GENERIC``,
 shapes read at run time) are what ``ProbeKKF`` uses.  Checked here: each
 fixed operation against numpy's closed forms (including the symmetric
 variants that compute one triangle), fixed and generic steps against each
@@ -120,7 +120,7 @@ def test_fixed_and_generic_steps_give_identical_bits():
     fixed = _steps(block, z, u)
     layout = block.layout(0, False)
     off = est._ekf_offsets.py_func(6, 2)
-    generic = est._filter_steps(est.GENERIC, "two_link_kkf").ekf
+    generic = est.filter_steps(est.GENERIC, "two_link_kkf").ekf
     p = block.pack()
     d = np.zeros(block.dstate)
     est._Nonlinear.init(d, d, d, p)
@@ -161,7 +161,7 @@ def test_kernels_are_made_once_per_structure():
     assert a.kernels()["output"] is b.kernels()["output"]
     c = _arm_ekf(jacobian="numeric")
     assert c.kernels()["output"] is not a.kernels()["output"]
-    assert est._fixed_ops(6, 2, 2, 0, False).nnn is est._fixed_ops(6, 2, 0, 0, False).nnn
+    assert est.fixed_ops(6, 2, 2, 0, False).nnn is est.fixed_ops(6, 2, 0, 0, False).nnn
 
 
 def test_generated_kernel_is_cached_on_disk(tmp_path, monkeypatch):
@@ -192,11 +192,11 @@ def test_filter_steps_do_no_reference_counting():
                           Q=[1e-4, 0.0, 0.0, 1e-3], R=[0.01])
     kf.sample_time = 1e-3
     ns = ukf.sigma_count()
-    steps = [(est._filter_steps(est._fixed_ops(6, 2, 2, 0, False), "two_link_kkf").ekf,
+    steps = [(est.filter_steps(est.fixed_ops(6, 2, 2, 0, False), "two_link_kkf").ekf,
               ekf, ekf.layout(0, False), 2, 2),
-             (est._filter_steps(est._fixed_ops(3, 1, 1, ns, True), "slider_crank_kkf").ukf,
+             (est.filter_steps(est.fixed_ops(3, 1, 1, ns, True), "slider_crank_kkf").ukf,
               ukf, ukf.layout(ns, True), 1, 1),
-             (est._filter_steps(est._fixed_ops(2, 1, 0, 0, False)).kf, kf, (2, 1, 0), 1, 1)]
+             (est.filter_steps(est.fixed_ops(2, 1, 0, 0, False)).kf, kf, (2, 1, 0), 1, 1)]
     for step, block, layout, m, l in steps:
         d = np.zeros(block.dstate)
         step(d, block.pack(), np.zeros(m), np.zeros(l), layout)
