@@ -21,7 +21,7 @@ Rules, repeated until nothing changes:
   plus constants (the wrap-around guard of a run-time index);
 - ``for v in range(...)`` with constant bounds and zero trips is dropped;
   with one trip its body replaces it, ``v`` read as the constant (only when
-  ``v`` is set by that loop alone and read nowhere else).
+  ``v`` is set by ``for`` loops alone and read only inside them).
 """
 from __future__ import annotations
 
@@ -155,24 +155,58 @@ def _start(node: ast.For) -> int:
 
 
 class _Unroll(ast.NodeTransformer):
-    """Replaces one-trip loops over a variable read nowhere else by their body."""
+    """Replaces one-trip loops by their body, the counter read as the constant, where
+    the counter is read nowhere outside a loop that sets it (see :func:`_loop_scoped`)."""
 
     def __init__(self, body: list[ast.stmt]):
-        self.reads = _counts(body, ast.Load)
-        self.stores = _counts(body, ast.Store)
+        self.scoped = _loop_scoped(body)
 
     def visit_For(self, node: ast.For) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
         if _trips(node) != 1 or not isinstance(node.target, ast.Name) \
+                or node.target.id not in self.scoped \
                 or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node)):
             return node
-        name = node.target.id
-        inside = sum(1 for n in ast.walk(ast.Module(node.body, [])) if isinstance(n, ast.Name)
-                     and n.id == name)
-        if self.stores.get(name, 0) != 1 or self.reads.get(name, 0) != inside:
-            return node
-        fold = _Fold({name: _start(node)})
+        fold = _Fold({node.target.id: _start(node)})
         return [fold.visit(stmt) for stmt in node.body]
+
+
+def _loop_scoped(body: list[ast.stmt]) -> frozenset[str]:
+    """Variables set only as the target of ``for`` loops over ``range`` and read only
+    inside such a loop, none of them nested in another over the same variable.
+
+    Kernels reuse a counter name for several loops (``for i in range(n)`` then
+    ``for i in range(m)``): each loop's counter is its own, so one loop can be
+    unrolled without changing what the others read.
+    """
+    stores = _counts(body, ast.Store)
+    bound: dict[str, int] = {}
+    loose: set[str] = set()
+
+    def walk(node: ast.AST, scope: tuple[str, ...]) -> None:
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and _is_range(node):
+            name = node.target.id
+            bound[name] = bound.get(name, 0) + 1
+            if name in scope:
+                loose.add(name)
+            scope = (*scope, name)
+            for child in (node.iter, *node.body, *node.orelse):
+                walk(child, scope[:-1] if child is node.iter else scope)
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in scope:
+            loose.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            walk(child, scope)
+
+    for stmt in body:
+        walk(stmt, ())
+    return frozenset(n for n, c in bound.items() if c == stores.get(n) and n not in loose)
+
+
+def _is_range(node: ast.For) -> bool:
+    it = node.iter
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" \
+        and not it.keywords and 1 <= len(it.args) <= 2 and not node.orelse
 
 
 def _counts(body: list[ast.stmt], ctx: type) -> dict[str, int]:
@@ -196,16 +230,14 @@ def _constants(body: list[ast.stmt], names: set[str]) -> dict[str, int]:
 
 
 def _counters(body: list[ast.stmt]) -> frozenset[str]:
-    """Variables set only as the target of ``for v in range(...)`` starting at >= 0."""
+    """Variables set only as the target of ``for v in range(...)`` loops starting at >= 0."""
     stores = _counts(body, ast.Store)
-    found = set()
+    targets: dict[str, int] = {}
     for node in ast.walk(ast.Module(body, [])):
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) \
-                and stores.get(node.target.id) == 1 and isinstance(node.iter, ast.Call) \
-                and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range" \
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and _is_range(node) \
                 and (len(node.iter.args) == 1 or (_int(node.iter.args[0]) or -1) >= 0):
-            found.add(node.target.id)
-    return frozenset(found)
+            targets[node.target.id] = targets.get(node.target.id, 0) + 1
+    return frozenset(n for n, c in targets.items() if c == stores.get(n))
 
 
 def _flatten(body: list) -> list[ast.stmt]:

@@ -1,0 +1,50 @@
+"""hapflow.simplify: what the simplifier folds, and that folding keeps what the code computes."""
+import ast
+
+import numpy as np
+
+from hapflow.simplify import simplify
+
+
+def _simplified(src: str, names: set[str]) -> str:
+    return ast.unparse(ast.Module(simplify(ast.parse(src).body, names), []))
+
+
+def _run(src: str) -> np.ndarray:
+    f = np.arange(40.0)
+    exec(src, {"f": f, "b1": 3, "b6": 20})
+    return f
+
+
+# A kernel writing two ports reuses one counter name for both loops (sizes 2 and 1).
+TWO_LOOPS = """\
+for c1_i in range(2):
+    f[b6 + (1 + c1_i + (2 if c1_i < 0 else 0))] = f[b1 + (6 + c1_i + (33 if 6 + c1_i < 0 else 0))]
+for c1_i in range(1):
+    f[b6 + (5 + c1_i + (1 if c1_i < 0 else 0))] = f[b1 + (18 + c1_i + (33 if 18 + c1_i < 0 else 0))]
+"""
+
+
+def test_a_counter_shared_by_loops_is_still_a_counter_and_one_trip_loops_unroll():
+    text = _simplified(TWO_LOOPS, {"c1_i"})
+    assert text.splitlines() == ["for c1_i in range(2):",
+                                 "    f[b6 + (1 + c1_i)] = f[b1 + (6 + c1_i)]",
+                                 "f[b6 + 5] = f[b1 + 18]"]
+    assert np.array_equal(_run(text), _run(TWO_LOOPS))
+
+
+def test_a_counter_read_after_its_loops_keeps_them():
+    src = "for j in range(1):\n    f[j] = 1.0\nf[2] = j\n"
+    assert _simplified(src, {"j"}) == src.strip()
+
+
+def test_a_loop_nested_in_one_over_the_same_name_is_left_alone():
+    src = "for j in range(1):\n    for j in range(3):\n        f[j] = 2.0\n"
+    text = _simplified(src, {"j"})
+    assert text == src.strip()
+    assert np.array_equal(_run(text), _run(src))
+
+
+def test_a_counter_also_assigned_elsewhere_may_be_negative():
+    src = "j = k - 5\nfor j in range(2):\n    f[b1 + (j + (4 if j < 0 else 0))] = 1.0\n"
+    assert "if j < 0" in _simplified(src, {"j"})
