@@ -19,6 +19,7 @@ they are compiled once per cache.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -373,9 +374,14 @@ def _compile_units(graph: Graph, units: dict[str, UnitSource],
     """
     todo = [(units[n], m) for n, m in modules.items() if not hasattr(m, "compiled")]
     if len(todo) >= CHILD_UNITS:
-        _compile_in_children(todo)
+        seeds = set(_seeds([unit for unit, _ in todo]))
+        for k in sorted(seeds):
+            unit, module = todo[k]
+            module.compiled = _compile_unit(graph, unit, module)
+        _compile_in_children([item for k, item in enumerate(todo) if k not in seeds])
     for unit, module in todo:                     # from the disk cache, if children did
-        module.compiled = _compile_unit(graph, unit, module)
+        if not hasattr(module, "compiled"):
+            module.compiled = _compile_unit(graph, unit, module)
     return {name: module.compiled for name, module in modules.items()}
 
 
@@ -415,6 +421,72 @@ def _compile_in_children(todo: list[tuple[UnitSource, types.ModuleType]]) -> Non
 UNITS_PER_CHILD = 80
 """Most units one child compiles: its memory grows by several MB a unit, and every child
 compiles again the helper functions its units call (more children, more CPU time)."""
+
+
+def _seeds(units: list[UnitSource]) -> list[int]:
+    """Units to compile before forking the children, so that every helper two units call
+    is compiled once, here, and inherited by the children.
+
+    A child compiles every helper its units call that it has not compiled
+    yet; helpers are not in numba's disk cache (the units that call them are),
+    so children split from one process each compiled them again: on the
+    300-block random graph of ``bench/compile.py`` about 25 s of CPU time per
+    child went to the same Kalman-filter steps and matrix products.  Greedy
+    cover: the unit calling most of the shared helpers not yet covered, until
+    all are.
+    """
+    reached = [_unit_helpers(unit) for unit in units]
+    counts = collections.Counter(h for helpers in reached for h in helpers)
+    shared = {h for h, c in counts.items() if c > 1}
+    seeds = []
+    while shared:
+        k = max(range(len(units)), key=lambda j: len(reached[j] & shared))
+        seeds.append(k)
+        shared -= reached[k]
+    return seeds
+
+
+def _unit_helpers(unit: UnitSource) -> frozenset:
+    """The compiled helpers a unit's code calls, transitively (numba inlines those marked
+    ``inline="always"`` into each caller, so they are not among them; what they call is)."""
+    found: set = set()
+    for value in unit.namespace.values():
+        if isinstance(value, numba.core.dispatcher.Dispatcher):
+            found |= _helpers(value.py_func) | ({value} if _separate(value) else set())
+    return frozenset(found)
+
+
+def _separate(dispatcher: numba.core.dispatcher.Dispatcher) -> bool:
+    return dispatcher.targetoptions.get("inline", "never") != "always"
+
+
+@functools.lru_cache(maxsize=None)
+def _helpers(py: Callable) -> frozenset:
+    """The dispatchers ``py`` names (globals its code reads, closure cells), transitively."""
+    found: set = set()
+    todo, seen = [py], set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        names = getattr(fn, "__globals__", {})
+        values = [names[n] for n in _code_names(fn.__code__) if n in names]
+        for value in values + _closure_values(fn):
+            if isinstance(value, numba.core.dispatcher.Dispatcher):
+                if _separate(value):
+                    found.add(value)
+                todo.append(value.py_func)
+    return frozenset(found)
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """Global names ``code`` and the functions defined in it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
 
 
 def _compile_part(part: list[tuple[UnitSource, types.ModuleType]]) -> None:

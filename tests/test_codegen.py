@@ -225,13 +225,36 @@ def test_units_compiled_by_child_processes_are_loaded_here_from_the_cache(tmp_pa
         g.nodes["c1_filt"].block.sample_time = filt.sample_time
         return g
 
+    seeds = []
+
+    def spy(units):
+        chosen = real_seeds(units)
+        seeds.extend(units[k].name for k in chosen)
+        return chosen
+
+    real_seeds = compiler._seeds
+    monkeypatch.setattr(compiler, "_seeds", spy)
     monkeypatch.setattr(compiler, "CHILD_UNITS", 1)
     monkeypatch.setenv("HAPFLOW_CACHE_DIR", str(tmp_path))
     sims = []
     here = _compiled_units(lambda: sims.append(hf.Simulation(graph(), mode="units")))
-    assert here == []                               # compiled by the children, loaded here
-    _same(sims[0].run(0.1, progress=False),
+    units = sims[0].program.units
+    assert 0 < len(seeds) < len(units)
+    assert sorted(m.split("_")[1] for m in here) == sorted(n.split("_")[1] for n in seeds)
+    _same(sims[0].run(0.1, progress=False),       # the others compiled by the children
           hf.Simulation(graph(), interpret=True, mode="units").run(0.1, progress=False))
+
+
+def test_helpers_two_units_call_are_all_called_by_a_unit_compiled_before_the_children():
+    from hapflow import compiler
+    graph = families.distinct(100, seed=1)
+    sources = list(hf.Simulation(graph, interpret=True, mode="units").program.units.values())
+    reached = [compiler._unit_helpers(u) for u in sources]
+    shared = {h for k, a in enumerate(reached) for b in reached[k + 1:] for h in a & b}
+    assert shared                              # the Kalman steps, the filter sections ...
+    seeds = compiler._seeds(sources)
+    assert shared <= set().union(*(reached[k] for k in seeds))
+    assert len(seeds) < len(sources) // 2
 
 
 RECOMPILE_CHILD = """
