@@ -1,13 +1,16 @@
-"""Blocks used only by tests."""
+"""Blocks and graphs used only by tests."""
 import math
 from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+import hapflow as hf
 from hapflow.block import Block
+from hapflow.blocks import (Chirp, Gain, Integrator, MassSpringDamper, Saturation, Sum,
+                            TransferFunction, UnitDelay)
 from hapflow.params import Live, Structural
-from hapflow.ports import Out
+from hapflow.ports import In, Out
 
 
 class _Table(Block):
@@ -45,3 +48,45 @@ def table(values: np.ndarray) -> _Table:
 KEYSWITCH = f"{Path(__file__).resolve().parent}/data/keyswitch_force_curves/"
 """Cherry MX force curves measured by ThereminGoat (copied from shared/data with their
 README, which credits the author and says where they came from)."""
+
+
+def mixed_graph():
+    """8 blocks, two rates (1 kHz and 250 Hz), continuous and discrete state, a feedback loop."""
+    g = hf.Graph(name="mixed", rate=1000, duration=2.0, seed=3)
+    g.add("drive", Chirp(amplitude=1.5, f_start=0.5, f_end=6.0, sweep_time=2.0, unit="N"))
+    g.add("err", Sum(signs="+-"))
+    g.add("plant", MassSpringDamper(mass=0.5, damping=0.8, stiffness=200.0))
+    g.add("fb", Gain(gain=40.0, unit="N"), rate=250)
+    g.add("lp", TransferFunction(num=[0.1, 0.1], den=[1.0, -0.8]), rate=250, offset=1)
+    g.add("delay", UnitDelay())
+    g.add("sat", Saturation(lower=-0.01, upper=0.01))
+    g.add("area", Integrator(unit="m s"))
+    g.wire("drive.y -> err.u1")
+    g.wire("fb.y -> err.u2")
+    g.wire("err.y -> plant.force")
+    g.wire("plant.pos -> fb.u")
+    g.wire("plant.pos -> lp.u")
+    g.wire("lp.y -> delay.u")
+    g.wire("delay.y -> sat.u")
+    g.wire("sat.y -> area.u")
+    g.record("plant.pos", "plant.acc", "lp.y", "delay.y", "sat.y", "area.y", "err.y")
+    return g
+
+
+class Allocating(Block):
+    """Test block whose output kernel allocates a temporary array every call (negative control).
+
+    Ports
+    -----
+    u : in, (1,), any unit
+    y : out, (1,), any unit
+    """
+
+    inputs = {"u": In(1)}
+    outputs = {"y": Out(1)}
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, u, y):
+        tmp = np.ones(3)
+        y[0] = u[0] * tmp.sum()

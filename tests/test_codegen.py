@@ -15,7 +15,7 @@ import hapflow as hf
 from hapflow.compiler import compile_graph
 from hapflow.layout import float_bases
 from hapflow.partition import cut
-from tests.evals.test_engine import Allocating, mixed_graph
+from tests.helpers import Allocating, mixed_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted(p for p in ROOT.glob("graphs/*.yaml"))
@@ -191,7 +191,7 @@ import sys
 import numpy as np
 import hapflow as hf
 from hapflow import codegen
-from tests.evals.test_engine import mixed_graph
+from tests.helpers import mixed_graph
 if sys.argv[1] == "cached":
     codegen.Generator.build = None          # a warm start must not generate code
 result = hf.Simulation(mixed_graph(), mode="units").run(0.5, progress=False)

@@ -30,3 +30,18 @@ def test_a_rate_that_a_block_rate_does_not_divide_is_refused_and_nothing_changes
         g.rate = 1100.0
     assert g.rate == 1000.0 and g.nodes["diff"].divider == 4
     assert g.nodes["diff"].block.sample_time == pytest.approx(4e-3)
+
+
+def test_sum_inputs_must_share_a_unit():
+    g = hf.Graph(rate=100)
+    g.add("f", hf.blocks.Constant(value=1.0, unit="N"))
+    g.add("x", hf.blocks.Constant(value=1.0, unit="m"))
+    g.add("s", hf.blocks.Sum(signs="+-"))
+    g.wire("f.y -> s.u1")
+    g.wire("x.y -> s.u2")
+    try:
+        g.check()
+    except hf.GraphError as err:
+        assert "'m'" in str(err) and "expects 'N' (the unit of s.u1)" in str(err)
+    else:
+        raise AssertionError("a sum of N and m was accepted")

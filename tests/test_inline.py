@@ -97,7 +97,7 @@ def test_falls_back_when_it_cannot_inline_faithfully():
 
 
 def _mixed():
-    from tests.evals.test_engine import mixed_graph
+    from tests.helpers import mixed_graph
     return mixed_graph()
 
 

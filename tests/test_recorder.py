@@ -2,6 +2,8 @@
 import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 import hapflow as hf
 from hapflow.recorder import Recorder
+from tests.helpers import mixed_graph
 
 DEMO = Path(__file__).resolve().parents[1] / "graphs" / "demo_oscillator.yaml"
 SIGNALS = {"a.y": ((1,), "f8", "m"), "b.y": ((3,), "f8", "N")}
@@ -67,3 +70,35 @@ def test_sigterm_stops_a_simulation_like_ctrl_c(tmp_path, endless_run):
     rec = hf.recorder.load(out)
     assert rec.attrs["status"] == "interrupted" and not rec.attrs["complete"]
     assert rec.time.size > 0 and rec.time.size % 50 == 0
+
+
+KILLED_CHILD = textwrap.dedent("""
+    import sys, hapflow as hf
+    sim = hf.Simulation(hf.load(sys.argv[1]), interpret=True, chunk=0.05)
+    sim.run(duration=1000.0, out=sys.argv[2],
+            on_chunk=lambda t, cols: print(len(t) and round(t[-1] * 1000) + 1, flush=True))
+""")
+
+
+def test_run_killed_with_sigkill_leaves_readable_file_with_completed_chunks(tmp_path, spawn):
+    graph_file = tmp_path / "mixed.yaml"
+    hf.save(mixed_graph(), graph_file)
+    out = tmp_path / "killed.h5"
+    child = spawn([sys.executable, "-c", KILLED_CHILD, str(graph_file), str(out)],
+                  stdout=subprocess.PIPE, text=True)
+    printed = []
+    deadline = time.time() + 120
+    while len(printed) < 4 and time.time() < deadline:
+        printed.append(int(child.stdout.readline()))
+    os.kill(child.pid, signal.SIGKILL)
+    rest = child.stdout.read().split()
+    child.wait()
+    printed += [int(v) for v in rest]
+    assert len(printed) >= 4
+    rec = hf.recorder.load(out)
+    n = len(rec.time)
+    assert n >= printed[-1] and n % 50 == 0
+    assert rec.attrs["complete"] == False and rec.attrs["ticks"] == n  # noqa: E712
+    reference = hf.Simulation(mixed_graph()).run(n / 1000.0)
+    for name in reference.signals:
+        assert np.array_equal(rec[name], reference[name]), name

@@ -1,0 +1,48 @@
+"""hapflow.compiler: the disk cache, and kernel names that follow what kernels call."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import hapflow as hf
+from tests.helpers import mixed_graph
+
+
+CACHE_CHILD = textwrap.dedent("""
+    import sys, time, hapflow as hf
+    sim = hf.Simulation(hf.load(sys.argv[1]))
+    stats = sim.program.run.stats
+    print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+""")
+
+
+def test_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
+    graph_file = tmp_path / "mixed.yaml"
+    hf.save(mixed_graph(), graph_file)
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def counts():
+        out = subprocess.run([sys.executable, "-c", CACHE_CHILD, str(graph_file)], env=env,
+                             capture_output=True, text=True, check=True).stdout.split()
+        return int(out[0]), int(out[1])
+
+    assert counts() == (0, 1)        # first process: compiled and stored
+    assert counts() == (1, 0)        # second process: machine code loaded from disk
+    assert len(list((tmp_path / "cache").glob("hf_*.py"))) == 1
+
+
+def test_kernel_name_follows_a_change_in_a_module_its_kernels_call(tmp_path, monkeypatch):
+    """A stale cache must not survive an edit of a helper module a kernel calls (transitively)."""
+    from hapflow import compiler
+    (tmp_path / "hf_dep_leaf.py").write_text(
+        "from numba import njit\n@njit\ndef leaf(x):\n    return 2.0 * x\n")
+    (tmp_path / "hf_dep_kernel.py").write_text(
+        "from numba import njit\nfrom hf_dep_leaf import leaf\n"
+        "@njit\ndef kernel(x):\n    return leaf(x) + 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import hf_dep_kernel
+    before = compiler._dependency_texts([hf_dep_kernel.kernel])
+    assert len(before) == 2                                    # the kernel's module and the leaf's
+    (tmp_path / "hf_dep_leaf.py").write_text(
+        "from numba import njit\n@njit\ndef leaf(x):\n    return 3.0 * x\n")
+    assert compiler._dependency_texts([hf_dep_kernel.kernel]) != before
