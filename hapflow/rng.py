@@ -49,9 +49,62 @@ def uniform(m, k):
     return (float(s >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
 
 
+def _ziggurat(layers: int, r: float, v: float) -> tuple[np.ndarray, np.ndarray]:
+    """Layer edges ``x[0..layers]`` and ratios ``x[i+1] / x[i]`` of the normal ziggurat
+    (Marsaglia and Tsang 2000, in the form of Doornik 2005, "An improved ziggurat method
+    to generate normal random samples"): layer 0 is the base strip with the tail beyond
+    ``r``, every layer has area ``v``."""
+    x = np.zeros(layers + 1)
+    f = math.exp(-0.5 * r * r)
+    x[0] = v / f
+    x[1] = r
+    for i in range(2, layers):
+        x[i] = math.sqrt(-2.0 * math.log(v / x[i - 1] + f))
+        f = math.exp(-0.5 * x[i] * x[i])
+    return x, x[1:] / x[:-1]
+
+
+_TAIL = 3.442619855899
+"""Start of the tail of the 128-layer ziggurat (Marsaglia and Tsang 2000)."""
+_X, _RATIO = _ziggurat(128, _TAIL, 9.91256303526217e-3)
+
+
 @njit(cache=True)
 def normal(m, k):
-    """Standard normal number from stream ``m[k]`` (Box-Muller; advances it twice)."""
-    u1 = uniform(m, k)
-    u2 = uniform(m, k)
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+    """Standard normal number from stream ``m[k]`` (ziggurat; advances it once, in 98.8 %
+    of draws, else a few times).
+
+    One 64-bit draw gives the layer (its low 7 bits) and a uniform in (-1, 1)
+    (its high 53 bits); a point inside the layer's rectangle under the curve
+    is returned at once.  Only the rest (the wedges, and the tail beyond
+    3.44 by Marsaglia's exponential method) calls ``exp`` or ``log``: the
+    Box-Muller transform this replaces called ``log``, ``sqrt`` and ``cos``
+    on every number, 20-75 ns of a 4 kHz rig tick with four noise channels.
+    """
+    while True:
+        s = np.uint64(m[k])
+        s ^= s << np.uint64(13)
+        s ^= s >> np.uint64(7)
+        s ^= s << np.uint64(17)
+        m[k] = np.int64(s)
+        i = int(s & np.uint64(127))
+        u = (float(s >> np.uint64(11)) + 0.5) * (2.0 / 9007199254740992.0) - 1.0
+        if abs(u) < _RATIO[i]:
+            return u * _X[i]
+        if i == 0:
+            return _tail(m, k, u < 0.0)
+        x = u * _X[i]
+        f0 = math.exp(-0.5 * (_X[i] * _X[i] - x * x))
+        f1 = math.exp(-0.5 * (_X[i + 1] * _X[i + 1] - x * x))
+        if f1 + uniform(m, k) * (f0 - f1) < 1.0:
+            return x
+
+
+@njit(cache=True)
+def _tail(m, k, negative):
+    """A normal number beyond the ziggurat's base, ``|z| > 3.44`` (Marsaglia 1964)."""
+    while True:
+        x = math.log(uniform(m, k)) / _TAIL
+        y = math.log(uniform(m, k))
+        if -2.0 * y >= x * x:
+            return x - _TAIL if negative else _TAIL - x
