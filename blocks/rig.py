@@ -8,7 +8,7 @@ from numba import njit
 
 from hapflow.block import Block, ParamError
 from hapflow.names import Derived
-from hapflow.params import Live, Structural, between, nonnegative, positive
+from hapflow.params import Live, Structural, between, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
@@ -135,12 +135,19 @@ def _end_stop(x, v, lo, hi, k, c):
     return 0.0
 
 
+ROUNDING = {"floor": 0.0, "nearest": 0.5}
+"""Encoder rounding modes: the offset added to the count quotient before floor."""
+
+
 class Encoder(Block):
     """Incremental linear encoder: quantise a position to the count resolution.
 
-    ``counts = floor(true_pos / resolution)`` (the double-precision quotient,
-    rounded towards minus infinity, so a position just below a count edge
-    reads the lower count, also for negative positions) and
+    ``counts = floor(true_pos / resolution + o)`` with ``o = 0`` for
+    ``rounding: floor`` (the default: the double-precision quotient rounded
+    towards minus infinity, so a position just below a count edge reads the
+    lower count, also for negative positions) and ``o = 1/2`` for
+    ``rounding: nearest`` (the nearest count, halves rounded up, as
+    Simulink's Quantizer and "Nearest" rounding), and
     ``pos = counts * resolution``.  Memoryless; both outputs feed through
     from ``true_pos``.  The count origin is the position 0.
 
@@ -154,12 +161,16 @@ class Encoder(Block):
     inputs = {"true_pos": In(1, unit="m", doc="position of the scale")}
     outputs = {"pos": Out(1, unit="m", doc="quantised position"),
                "counts": Out(1, dtype="i8", unit="count", doc="encoder counts")}
-    params = {"resolution": Live(5e-6, unit="m", check=positive, doc="length of one count")}
+    params = {"resolution": Live(5e-6, unit="m", check=positive, doc="length of one count"),
+              "rounding": Structural("floor", kind="str", check=one_of(*ROUNDING),
+                                     doc="floor (towards minus infinity) or nearest")}
+    derived = {"round_offset": Derived(lambda b: ROUNDING[b.rounding], unit="count",
+                                       doc="added to the quotient before floor")}
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, true_pos, pos, counts):
-        c = math.floor(true_pos[0] / p[ENCODER.resolution])
+        c = math.floor(true_pos[0] / p[ENCODER.resolution] + p[ENCODER.round_offset])
         counts[0] = c
         pos[0] = c * p[ENCODER.resolution]
 

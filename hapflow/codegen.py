@@ -292,9 +292,9 @@ class Generator:
         args += [(self._slot_arg(slots[key]), (key,)) for key in "xdm"]
         args.append((self._slot_arg(slots["p"]), ("p",)))
         for port in () if kind == "init" else node.inputs:
-            src = self.checked.drivers[(block, port)].src
+            wire = self.checked.drivers.get((block, port))    # None: optional, unwired, zeros
             arg = self._slot_arg(self.layout.inputs[(block, port)])
-            args.append((arg, ("sig", arg.array, src[0])))
+            args.append((arg, ("sig", arg.array, wire.src[0] if wire else block)))
         args += extra
         return Site(block, kind, t, tuple(a for a, _ in args), tuple(r for _, r in args),
                     self._hit(block) if hit else None)

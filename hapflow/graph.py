@@ -358,9 +358,8 @@ class Graph:
                                  w.where, block=w.dst[0], port=w.dst[1])
             drivers[w.dst] = w
         for name, node in self.nodes.items():
-            for port in node.block.inputs:
-                if (name, port) not in drivers:
-                    spec = node.block.inputs[port]
+            for port, spec in node.block.inputs.items():
+                if (name, port) not in drivers and not spec.optional:
                     raise GraphError(f"input {name}.{port} ({spec.describe()}) has no driver: "
                                      f"wire an output to it, e.g. '- source.y -> {name}.{port}'",
                                      node.where, block=name, port=port)
@@ -490,7 +489,11 @@ def feedthrough(block: Block, output: str) -> tuple[str, ...]:
 
 @dataclass
 class Checked:
-    """A graph that passed every check, with its drivers and port graph."""
+    """A graph that passed every check, with its drivers and port graph.
+
+    ``drivers`` maps every wired input to its wire; an optional input left
+    unwired has none (the layout gives it a slot of zeros).
+    """
 
     graph: Graph
     drivers: dict[tuple[str, str], Wire]

@@ -57,7 +57,8 @@ class Layout:
     """Symbol table of a compiled graph.
 
     ``signals`` maps ``(block, port)`` of outputs to slots; inputs read their
-    driver's slot (``inputs``).  ``blocks`` maps block name to its state and
+    driver's slot (``inputs``), an optional input left unwired a slot of its own
+    that nothing writes, so it stays zero.  ``blocks`` maps block name to its state and
     parameter slots under keys 'x', 'd', 'm', 'p', 'g'; ``fields`` the named
     values inside them (:func:`hapflow.names.fields`) by ``(block, key)``.
     """
@@ -109,8 +110,12 @@ def build_layout(checked: Checked) -> Layout:
             named = names.fields(block, key)
             if named:
                 layout.fields[(name, key)] = named
-    for (name, port), w in checked.drivers.items():
-        layout.inputs[(name, port)] = layout.signals[w.src]
+    for name, node in graph.nodes.items():
+        for port, spec in node.block.inputs.items():
+            wire = checked.drivers.get((name, port))
+            layout.inputs[(name, port)] = (layout.signals[wire.src] if wire else  # unwired:
+                                           take(SIGNAL_ARRAYS[spec.dtype], spec.size,  # zeros
+                                                spec.shape, spec.unit))
     for key in graph.recorded:
         sig = layout.signals[key]
         layout.log[key] = take("log", sig.size, sig.shape, sig.unit)

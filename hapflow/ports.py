@@ -57,7 +57,19 @@ class Port:
 
 @dataclass(frozen=True)
 class In(Port):
-    """An input port."""
+    """An input port.
+
+    Parameters
+    ----------
+    optional : bool
+        The input may be left unwired: it then reads zeros (a signal slot
+        nothing writes), like an unconnected port of a Simulink block set to 0.
+    """
+
+    optional: bool = False
+
+    def describe(self) -> str:
+        return super().describe() + (", optional (0 when unwired)" if self.optional else "")
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,10 @@ def _chain(checked: Checked, calls: list[Call], groups: dict[tuple[str, str], Ca
     needed: set[Call] = set()
     stack = [(name, port) for name in targets for port in graph.nodes[name].block.inputs]
     while stack:
-        src = checked.drivers[stack.pop()].src
+        wire = checked.drivers.get(stack.pop())
+        if wire is None:                    # an optional input left unwired reads zeros
+            continue
+        src = wire.src
         if src[0] in held:
             continue
         call = groups[src]

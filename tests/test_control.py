@@ -3,7 +3,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy.signal import lfilter
+from scipy.optimize import brentq
+from scipy.signal import cont2discrete, lfilter
 
 import hapflow as hf
 from hapflow.block import ParamError
@@ -217,3 +218,143 @@ def test_acceleration_feedback_term_is_exact():
     g.record("pid.force_cmd")
     r = hf.Simulation(g).run()
     np.testing.assert_array_equal(r["pid.force_cmd"][:, 0], 0.1 * 2.0 + 0.3 * (2.0 - (-0.5)))
+
+
+# ---------------------------------------------------------------- options (Simulink's choices)
+SCIPY_METHOD = {"forward_euler": "euler", "backward_euler": "backward_diff",
+                "trapezoidal": "bilinear"}
+
+
+def run_pid(pid, ref=None, meas=None, rate=1000.0, duration=0.5):
+    """Interpreted run of ``pid`` between sources (one kernel per block type, no graph compile:
+    every option is another structure); returns (time, e, force_cmd, meas)."""
+    g = pid_graph(pid, ref=ref, meas=meas, rate=rate, duration=duration)
+    g.record(*[f"src_{p}.y" for p, s in (("ref_pos", ref), ("meas_pos", meas)) if s is not None])
+    r = hf.Simulation(g, interpret=True).run()
+    zero = np.zeros(r.time.size)
+    x_ref = r["src_ref_pos.y"][:, 0] if ref is not None else zero
+    x_meas = r["src_meas_pos.y"][:, 0] if meas is not None else zero
+    return r.time, x_ref - x_meas, r["pid.force_cmd"][:, 0], x_meas
+
+
+@pytest.mark.parametrize("method", list(SCIPY_METHOD))
+def test_integrator_methods_match_scipy_discretisations_of_1_over_s(method):
+    """No anti-windup: ki I is ki/s discretised by scipy's euler, backward_diff, bilinear.
+    (Giving backward_euler the forward-Euler weights in INTEGRATOR fails its case.)"""
+    rate, ki = 1000.0, 37.0
+    ref = Sine(amplitude=0.01, frequency=7.0, phase=0.3, offset=0.002, unit="m")
+    _, e, u, _ = run_pid(PIDFeedforward(ki=ki, integrator=method, anti_windup="none", limit=1e6),
+                         ref=ref, rate=rate)
+    num, den, _ = cont2discrete(([ki], [1.0, 0.0]), 1.0 / rate, method=SCIPY_METHOD[method])
+    np.testing.assert_allclose(u, lfilter(num.ravel(), den, e), rtol=1e-12, atol=1e-15)
+    assert abs(u[-1]) > 1e-3
+
+
+@pytest.mark.parametrize("method", list(SCIPY_METHOD))
+def test_derivative_filter_methods_match_scipy_discretisations(method):
+    """kd vf is kd N s / (s + N) of the measurement, discretised by scipy (the first sample
+    sees no velocity: the history equals meas[0]).  The backward-Euler pole of a 200 Hz
+    filter at 4 kHz is 1 / (1 + N Ts), not the matched exp(-N Ts) (173.9 Hz-equivalent)."""
+    rate, fc, kd = 4000.0, 200.0, 3.0
+    meas = Sine(amplitude=0.003, frequency=37.0, phase=0.7, offset=0.001, unit="m")
+    _, _, u, y = run_pid(PIDFeedforward(kd=kd, deriv_cutoff=fc, deriv_filter=method, limit=1e6),
+                         meas=meas, rate=rate, duration=0.25)
+    n = 2.0 * math.pi * fc
+    num, den, _ = cont2discrete(([kd * n, 0.0], [1.0, n]), 1.0 / rate, method=SCIPY_METHOD[method])
+    np.testing.assert_allclose(-u, lfilter(num.ravel(), den, y - y[0]), rtol=1e-9, atol=1e-12)
+
+
+def test_forward_euler_derivative_filter_above_its_stability_limit_is_refused():
+    g = pid_graph(PIDFeedforward(kd=1.0, deriv_cutoff=1300.0, deriv_filter="forward_euler"),
+                  rate=4000.0)
+    with pytest.raises(hf.GraphError, match=r"deriv_cutoff.*below 1 / \(pi Ts\) = 1273.2"):
+        g.check()
+
+
+def reference_pid(e, ki, kp, limit, method, windup, kb, ts):
+    """The docstring's difference equations, solved naively: the integral by its method, the
+    clamping decision on u computed with w = e, back-calculation's implicit u by brentq."""
+    now, nxt = {"forward_euler": (0.0, 1.0), "backward_euler": (1.0, 0.0),
+                "trapezoidal": (0.5, 0.5)}[method]
+    i_prev, w_prev, out = 0.0, 0.0, []
+    for ek in e:
+        def integral(w):
+            return i_prev + ts * (nxt * w_prev + now * w)
+
+        def unsat(w):
+            return kp * ek + ki * integral(w)
+        w = ek
+        u = unsat(w)
+        if windup == "clamping" and ((u > limit and ek > 0) or (u < -limit and ek < 0)):
+            w = 0.0
+            u = unsat(w)
+        elif windup == "back_calculation" and abs(u) > limit:
+            def track(v):            # w as a function of the unsaturated command v
+                return ek + kb / ki * (np.clip(v, -limit, limit) - v)
+            u = brentq(lambda v: v - unsat(track(v)), -1e6, 1e6, xtol=1e-14, rtol=1e-15)
+            w = track(u)
+        out.append(min(max(u, -limit), limit))
+        i_prev, w_prev = integral(w), w
+    return np.array(out)
+
+
+@pytest.mark.parametrize("method", list(SCIPY_METHOD))
+@pytest.mark.parametrize("windup", ["none", "clamping", "back_calculation"])
+def test_anti_windup_modes_follow_their_difference_equations(method, windup):
+    """A reference of +-1 m into kp 10, ki 100, limit 5 N saturates for long stretches.
+    (Dropping the implicit solve of back-calculation, h = 0 in the kernel, fails the
+    backward_euler and trapezoidal cases by ~0.05 N.)"""
+    rate, kp, ki, lim, kb = 1000.0, 10.0, 100.0, 5.0, 30.0
+    ref = Sine(amplitude=1.0, frequency=2.0, phase=0.1, unit="m")
+    _, e, u, _ = run_pid(PIDFeedforward(kp=kp, ki=ki, limit=lim, kb=kb, integrator=method,
+                                        anti_windup=windup), ref=ref, rate=rate, duration=1.0)
+    expected = reference_pid(e, ki, kp, lim, method, windup, kb, 1.0 / rate)
+    np.testing.assert_allclose(u, expected, rtol=0, atol=1e-11)
+    assert np.mean(np.abs(u) == lim) > 0.2                  # it saturates ...
+    assert np.mean(np.abs(u) < lim) > 0.05                  # ... and leaves saturation
+
+
+def test_anti_windup_modes_differ_after_saturation():
+    """The same saturating run: without anti-windup the integral winds up and the output stays
+    saturated longest; back-calculation with a large gain recovers no later than clamping."""
+    ref = Step(time=0.2, initial=1.0, final=-0.2, unit="m")
+    stuck = {}
+    for windup in ("none", "clamping", "back_calculation"):
+        t, _, u, _ = run_pid(PIDFeedforward(kp=10.0, ki=100.0, limit=5.0, kb=200.0,
+                                            anti_windup=windup), ref=ref, duration=0.6)
+        stuck[windup] = np.sum((t >= 0.2) & (u == 5.0))
+    assert stuck["none"] > stuck["clamping"] + 50
+    assert stuck["back_calculation"] <= stuck["clamping"]
+
+
+def test_optional_reference_inputs_read_zero_when_unwired():
+    """A pure position loop wires ref_pos and meas_pos only: the same command as with zero
+    constants on ref_vel and ref_acc; the layout gives the unwired inputs slots of zeros."""
+    pid = dict(kp=300.0, ki=50.0, kd=4.0, mass_ff=0.5, friction_ff=0.2, limit=100.0)
+    ref = Sine(amplitude=0.01, frequency=3.0, unit="m")
+    meas = Sine(amplitude=0.004, frequency=5.0, unit="m")
+    wired = hf.Simulation(pid_graph(PIDFeedforward(**pid), ref=ref, meas=meas)).run()
+    g = hf.Graph(name="pid_bare", rate=1000.0, duration=1.0)
+    g.add("src_ref_pos", Sine(amplitude=0.01, frequency=3.0, unit="m"))
+    g.add("src_meas_pos", Sine(amplitude=0.004, frequency=5.0, unit="m"))
+    g.add("pid", PIDFeedforward(**pid))
+    g.wire("src_ref_pos.y -> pid.ref_pos")
+    g.wire("src_meas_pos.y -> pid.meas_pos")
+    g.record("pid.force_cmd")
+    sim = hf.Simulation(g)
+    bare = sim.run()
+    np.testing.assert_array_equal(bare["pid.force_cmd"], wired["pid.force_cmd"])
+    assert np.max(np.abs(bare["pid.force_cmd"])) > 1.0
+    for port in ("ref_vel", "ref_acc"):
+        slot = sim.layout.inputs[("pid", port)]
+        assert slot not in sim.layout.signals.values()
+        assert sim.arrays[slot.array][slot.start:slot.stop].tolist() == [0.0]
+
+
+def test_an_unwired_required_input_is_still_an_error():
+    g = hf.Graph(rate=1000.0)
+    g.add("r", Constant(value=0.0, unit="m"))
+    g.add("pid", PIDFeedforward())
+    g.wire("r.y -> pid.ref_pos")
+    with pytest.raises(hf.GraphError, match="input pid.meas_pos .* has no driver"):
+        g.check()

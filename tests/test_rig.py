@@ -7,6 +7,7 @@ import pytest
 import hapflow as hf
 from hapflow.block import ParamError
 from hapflow.blocks import Constant, Encoder, LinearMotor, Sine, Step, Sum
+from tests.helpers import table
 
 RATE = 4000.0
 
@@ -366,3 +367,27 @@ def test_rig_graph_has_the_names_the_identification_reads(name):
     again = loads(to_yaml(g))
     for n, node in g.nodes.items():
         assert again.nodes[n].block.values == node.block.values, n
+
+
+def test_encoder_nearest_rounding_is_floor_of_quotient_plus_half():
+    """rounding: nearest reads the nearest count, halves up (Simulink's 'Nearest'); with the
+    0.5 dropped from ROUNDING the exact halves and the quotient check fail."""
+    res = 0.25                                   # binary: the halves below are exact
+    values = np.array([0.0, 0.124, 0.125, 0.126, 0.374, 0.375, -0.124, -0.125, -0.126,
+                       -0.375, 1.0, -1.0, 0.3, -0.3, 12.3456, -12.3456])
+    g = hf.Graph(name="encoder_nearest", rate=RATE, duration=values.size / RATE)
+    g.add("src", table(values[:, None]))
+    g.add("enc", Encoder(resolution=res, rounding="nearest"))
+    g.wire("src.y -> enc.true_pos")
+    g.record("enc.pos", "enc.counts")
+    r = hf.Simulation(g, interpret=True).run()
+    counts = r["enc.counts"][:, 0]
+    np.testing.assert_array_equal(counts, [0, 0, 1, 1, 1, 2, 0, 0, -1, -1, 4, -4, 1, -1, 49, -49])
+    np.testing.assert_array_equal(counts, np.floor(values / res + 0.5).astype(np.int64))
+    np.testing.assert_array_equal(r["enc.pos"][:, 0], counts * res)
+    assert np.all(np.abs(values - r["enc.pos"][:, 0]) <= res / 2)
+
+
+def test_encoder_rejects_an_unknown_rounding():
+    with pytest.raises(ParamError, match="rounding.*'floor', 'nearest'"):
+        Encoder(rounding="round")
