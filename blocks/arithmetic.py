@@ -1,10 +1,10 @@
 """Memoryless arithmetic: gain, sum, product, saturation (direct feedthrough)."""
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, at_least
 from hapflow.ports import In, Out
 
@@ -60,8 +60,8 @@ class Sum(Block):
                        for k, s in enumerate(self.signs)}
         self.outputs = {"y": Out(self.size, unit="=u1", doc="signed sum")}
 
-    def pack(self) -> np.ndarray:
-        return np.array([1.0 if s == "+" else -1.0 for s in self.signs])
+    derived = {"weights": Derived(lambda b: [1.0 if s == "+" else -1.0 for s in b.signs],
+                                  size=None, doc="+1 or -1 per input")}
 
     @staticmethod
     @njit
@@ -70,7 +70,7 @@ class Sum(Block):
         for j in range(y.size):
             acc = 0.0
             for k in range(len(ports) - 1):
-                acc += p[k] * ports[k][j]
+                acc += p[SUM.weights + k] * ports[k][j]
             y[j] = acc
 
 
@@ -93,8 +93,8 @@ class Product(Block):
                        for k, s in enumerate(self.ops)}
         self.outputs = {"y": Out(self.size, unit=self.unit, doc="product")}
 
-    def pack(self) -> np.ndarray:
-        return np.array([1.0 if s == "*" else -1.0 for s in self.ops])
+    derived = {"powers": Derived(lambda b: [1.0 if s == "*" else -1.0 for s in b.ops],
+                                 size=None, doc="+1 (multiply) or -1 (divide) per input")}
 
     @staticmethod
     @njit
@@ -103,7 +103,7 @@ class Product(Block):
         for j in range(y.size):
             acc = 1.0
             for k in range(len(ports) - 1):
-                if p[k] > 0.0:
+                if p[PRODUCT.powers + k] > 0.0:
                     acc *= ports[k][j]
                 else:
                     acc /= ports[k][j]
@@ -140,3 +140,4 @@ class Saturation(Block):
 
 
 GAIN, SATURATION = Gain.P, Saturation.P       # the offsets their kernels name
+SUM, PRODUCT = Sum.P, Product.P

@@ -5,6 +5,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, at_least
 from hapflow.ports import In, Out
 
@@ -76,7 +77,12 @@ class TransferFunction(Block):
         self.outputs = {"y": Out(1, unit=self.unit, depends=None if biproper else "state",
                                  doc="filtered input")}
 
-    def pack(self) -> np.ndarray:
+    derived = {"coefficients": Derived(lambda b: b.normalised(), size=None,
+                                       doc="b0 .. bn, then a0 = 1, a1 .. an")}
+
+    def normalised(self) -> np.ndarray:
+        """``[b0 .. bn, a0 .. an]``: numerator padded to the denominator's length, both
+        divided by ``den[0]``."""
         den = np.asarray(self.den) / self.den[0]
         num = np.zeros(len(den))
         num[len(den) - len(self.num):] = np.asarray(self.num) / self.den[0]
@@ -85,14 +91,18 @@ class TransferFunction(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, u, y):
-        y[0] = p[0] * u[0] + (d[0] if d.size else 0.0)
+        y[0] = p[TF.coefficients] * u[0] + (d[0] if d.size else 0.0)
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, u):
         n = d.size
-        yk = p[0] * u[0] + (d[0] if n else 0.0)
+        b, a = TF.coefficients, TF.coefficients + n + 1    # where b0 and a0 are
+        yk = p[b] * u[0] + (d[0] if n else 0.0)
         for j in range(n - 1):
-            d[j] = d[j + 1] + p[j + 1] * u[0] - p[n + 1 + j + 1] * yk
+            d[j] = d[j + 1] + p[b + j + 1] * u[0] - p[a + j + 1] * yk
         if n:
-            d[n - 1] = p[n] * u[0] - p[2 * n + 1] * yk
+            d[n - 1] = p[b + n] * u[0] - p[a + n] * yk
+
+
+TF = TransferFunction.P     # offsets by name

@@ -13,6 +13,7 @@ from numba import njit
 
 from hapflow import designs
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.errors import GraphError
 from hapflow.params import Live, Structural, at_least, between, nonnegative, one_of, positive
 from hapflow.ports import In, Out
@@ -69,6 +70,20 @@ def butter_sos(order: int, cutoff, btype: str, fs: float, owner: str = "",
     return designs.cached("butter_sos", (order, edges.tolist(), btype, fs), design)
 
 
+def sample_time(block: Block) -> float:
+    """The block's sample time (s), for its design.
+
+    Raises
+    ------
+    GraphError
+        Before the block is added to a graph, when it is not known.
+    """
+    if block.sample_time is None:
+        raise GraphError(f"{type(block).__name__}: the sample time is not known until the "
+                         "block is added to a graph")
+    return block.sample_time
+
+
 MAX_ORDER = 32
 """Highest Butterworth order: beyond it the design loses precision and sections multiply
 (an order of a million took minutes to design and generate)."""
@@ -123,30 +138,27 @@ class ButterworthFilter(Block):
         self.inputs = {"u": In(self.size, doc="input")}
         self.outputs = {"y": Out(self.size, unit="=u", doc="filtered input")}
 
+    derived = {"sections": Derived(lambda b: b.sos()[:, [0, 1, 2, 4, 5]].ravel(), size=None,
+                                   doc="[b0, b1, b2, a1, a2] of each second-order section")}
+
     def sos(self) -> np.ndarray:
         """The second-order sections (``scipy.signal`` layout) at the block's sample time."""
-        if self.sample_time is None:
-            raise GraphError("ButterworthFilter: the sample time is not known until the block "
-                             "is added to a graph")
-        return butter_sos(self.order, self.cutoff, self.btype, 1.0 / self.sample_time,
+        return butter_sos(self.order, self.cutoff, self.btype, 1.0 / sample_time(self),
                           "ButterworthFilter")
-
-    def pack(self) -> np.ndarray:
-        return self.sos()[:, [0, 1, 2, 4, 5]].ravel().copy()
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, u, y):
-        ns = p.size // 5
+        ns = (p.size - BUTTER.sections) // 5
         for j in range(y.size):
-            y[j] = sos_df2t(p, 0, ns, d, 2 * ns * j, u[j], False)
+            y[j] = sos_df2t(p, BUTTER.sections, ns, d, 2 * ns * j, u[j], False)
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, u):
-        ns = p.size // 5
+        ns = (p.size - BUTTER.sections) // 5
         for j in range(u.size):
-            sos_df2t(p, 0, ns, d, 2 * ns * j, u[j], True)
+            sos_df2t(p, BUTTER.sections, ns, d, 2 * ns * j, u[j], True)
 
 
 class Differentiator(Block):
@@ -187,38 +199,45 @@ class Differentiator(Block):
         self.inputs = {"u": In(self.size, doc="signal to differentiate")}
         self.outputs = {"y": Out(self.size, unit=self.unit, doc="filtered derivative")}
 
-    def delay(self) -> float:
-        """Low-frequency group delay (s) of the derivative estimate."""
-        ts = self.sample_time
-        a = self.pack()[1]
-        return ts * (0.5 + a / (1.0 - a))
+    derived = {"sample_rate": Derived(lambda b: 1.0 / sample_time(b), unit="Hz", doc="1 / Ts"),
+               "pole": Derived(lambda b: b.pole(), doc="a = exp(-2 pi cutoff Ts); 0 unfiltered")}
 
-    def pack(self) -> np.ndarray:
-        ts = self.sample_time
-        if ts is None:
-            raise GraphError("Differentiator: the sample time is not known until the block is "
-                             "added to a graph")
+    def pole(self) -> float:
+        """The low-pass pole ``a`` at the block's sample time (0 without the filter).
+
+        Raises
+        ------
+        GraphError
+            If the cut-off is not below the Nyquist frequency.
+        """
+        ts = sample_time(self)
         if self.cutoff > 0.0 and self.cutoff >= 0.5 / ts:
             raise GraphError(f"Differentiator parameter 'cutoff' ({self.cutoff:g} Hz) must be "
                              f"below the Nyquist frequency {0.5 / ts:g} Hz (or 0 for no filter)")
-        a = math.exp(-2.0 * math.pi * self.cutoff * ts) if self.cutoff > 0.0 else 0.0
-        return np.array([1.0 / ts, a])
+        return math.exp(-2.0 * math.pi * self.cutoff * ts) if self.cutoff > 0.0 else 0.0
+
+    def delay(self) -> float:
+        """Low-frequency group delay (s) of the derivative estimate."""
+        a = self.pole()
+        return self.sample_time * (0.5 + a / (1.0 - a))
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, u, y):
         n = y.size
+        a = p[DIFF.pole]
         for j in range(n):
-            g = (u[j] - d[j]) * p[0] if m[0] != 0 else 0.0
-            y[j] = p[1] * d[n + j] + (1.0 - p[1]) * g
+            g = (u[j] - d[j]) * p[DIFF.sample_rate] if m[0] != 0 else 0.0
+            y[j] = a * d[n + j] + (1.0 - a) * g
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, u):
         n = u.size
+        a = p[DIFF.pole]
         for j in range(n):
-            g = (u[j] - d[j]) * p[0] if m[0] != 0 else 0.0
-            d[n + j] = p[1] * d[n + j] + (1.0 - p[1]) * g
+            g = (u[j] - d[j]) * p[DIFF.sample_rate] if m[0] != 0 else 0.0
+            d[n + j] = a * d[n + j] + (1.0 - a) * g
             d[j] = u[j]
         m[0] = 1
 
@@ -252,12 +271,13 @@ class LeadLag(Block):
         self.inputs = {"u": In(self.size, doc="input")}
         self.outputs = {"y": Out(self.size, unit="=u", doc="filtered input")}
 
+    derived = {"b0": Derived(lambda b: b.coefficients()[0][0], doc="numerator b0 (a0 = 1)"),
+               "b1": Derived(lambda b: b.coefficients()[0][1], doc="numerator b1"),
+               "a1": Derived(lambda b: b.coefficients()[1][1], doc="denominator a1")}
+
     def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """``(b, a)`` of the discrete filter (``a[0] = 1``) at the block's sample time."""
-        if self.sample_time is None:
-            raise GraphError("LeadLag: the sample time is not known until the block is added "
-                             "to a graph")
-        fs = 1.0 / self.sample_time
+        fs = 1.0 / sample_time(self)
         for name in ("f_zero", "f_pole"):
             if self.values[name] >= 0.5 * fs:
                 raise GraphError(f"LeadLag parameter {name!r} ({self.values[name]:g} Hz) must be "
@@ -270,19 +290,18 @@ class LeadLag(Block):
         b, a = designs.cached("bilinear_lead_lag", (self.f_zero, self.f_pole, fs), design)
         return b / a[0], a / a[0]
 
-    def pack(self) -> np.ndarray:
-        b, a = self.coefficients()
-        return np.array([b[0], b[1], a[1]])
-
     @staticmethod
     @njit
     def output(t, x, d, m, p, u, y):
         for j in range(y.size):
-            y[j] = p[0] * u[j] + d[j]
+            y[j] = p[LEADLAG.b0] * u[j] + d[j]
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, u):
         for j in range(u.size):
-            yj = p[0] * u[j] + d[j]
-            d[j] = p[1] * u[j] - p[2] * yj
+            yj = p[LEADLAG.b0] * u[j] + d[j]
+            d[j] = p[LEADLAG.b1] * u[j] - p[LEADLAG.a1] * yj
+
+
+BUTTER, DIFF, LEADLAG = ButterworthFilter.P, Differentiator.P, LeadLag.P    # offsets by name

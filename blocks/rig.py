@@ -12,7 +12,7 @@ from hapflow.params import Live, Structural, between, nonnegative, one_of, posit
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
-from .filters import sos_df2t
+from .filters import butter_sos, sample_time, sos_df2t
 
 
 class LinearMotor(Block):
@@ -178,10 +178,6 @@ class Encoder(Block):
 MOTOR, ENCODER = LinearMotor.P, Encoder.P       # the offsets their kernels name
 
 
-# indices into the packed parameter vector of ImpedanceHead (sections follow at _SOS)
-_NF, _NA, _DF, _DA, _OF, _OA, _QF, _QA, _HF, _HA, _SOS = range(11)
-
-
 @njit
 def _adc(v, q, half_levels):
     """Round ``v`` to the nearest of the codes ``-half_levels .. half_levels - 1`` times ``q``."""
@@ -270,6 +266,21 @@ class ImpedanceHead(Block):
                                   doc="ADC full scale of the acceleration channel (+-range)"),
               "adc_bits": Live(16, kind="int", check=between(0, 48),
                                doc="ADC resolution in bits (0 = ideal, no quantisation)")}
+    derived = {"force_std": Derived(lambda b: b.noise_std()[0], unit="N",
+                                    doc="discrete standard deviation of the force noise"),
+               "accel_std": Derived(lambda b: b.noise_std()[1], unit="m/s^2",
+                                    doc="discrete standard deviation of the acceleration noise"),
+               "force_step": Derived(lambda b: b.force_drift * math.sqrt(b.sample_time),
+                                     unit="N", doc="force drift step per sample (per unit normal)"),
+               "accel_step": Derived(lambda b: b.accel_drift * math.sqrt(b.sample_time),
+                                     unit="m/s^2", doc="acceleration drift step per sample"),
+               "force_lsb": Derived(lambda b: b.lsb()[0], unit="N", doc="force ADC step"),
+               "accel_lsb": Derived(lambda b: b.lsb()[1], unit="m/s^2",
+                                    doc="acceleration ADC step"),
+               "half_levels": Derived(lambda b: 2.0 ** (b.adc_bits - 1) if b.adc_bits else 0.0,
+                                      doc="ADC codes each side of 0"),
+               "sections": Derived(lambda b: b.sos()[:, [0, 1, 2, 4, 5]].ravel(), size=None,
+                                   doc="[b0, b1, b2, a1, a2] of each low-pass section")}
     random_streams = 4
 
     def configure(self) -> None:
@@ -290,51 +301,41 @@ class ImpedanceHead(Block):
 
     def sos(self) -> np.ndarray:
         """The charge-amplifier low-pass sections (``scipy.signal`` layout)."""
-        from .filters import butter_sos
-        if self.sample_time is None:
-            from hapflow.errors import GraphError
-            raise GraphError("ImpedanceHead: the sample time is not known until the block is "
-                             "added to a graph")
-        return butter_sos(self.order, self.cutoff, "lowpass", 1.0 / self.sample_time,
+        return butter_sos(self.order, self.cutoff, "lowpass", 1.0 / sample_time(self),
                           "ImpedanceHead")
-
-    def pack(self) -> np.ndarray:
-        sos = self.sos()
-        nf, na = self.noise_std()
-        sq = math.sqrt(self.sample_time)
-        qf, qa = self.lsb()
-        half = 2.0 ** (self.adc_bits - 1) if self.adc_bits else 0.0
-        head = np.array([nf, na, self.force_drift * sq, self.accel_drift * sq,
-                         self.force_offset, self.accel_offset, qf, qa, half, half])
-        return np.concatenate([head, sos[:, [0, 1, 2, 4, 5]].ravel()])
 
     @staticmethod
     @njit
     def init(x, d, m, p):
-        n4 = 4 * ((p.size - _SOS) // 5)
-        d[n4] = p[_NF] * normal(m, 0)
-        d[n4 + 1] = p[_NA] * normal(m, 1)
+        n4 = 4 * ((p.size - HEAD.sections) // 5)
+        d[n4] = p[HEAD.force_std] * normal(m, 0)
+        d[n4 + 1] = p[HEAD.accel_std] * normal(m, 1)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force_in, accel_in, force, accel):
-        ns = (p.size - _SOS) // 5
+        ns = (p.size - HEAD.sections) // 5
         n4 = 4 * ns
-        yf = sos_df2t(p, _SOS, ns, d, 0, force_in[0], False)
-        ya = sos_df2t(p, _SOS, ns, d, 2 * ns, accel_in[0], False)
-        force[0] = _adc(yf + p[_OF] + d[n4 + 2] + d[n4], p[_QF], p[_HF])
-        accel[0] = _adc(ya + p[_OA] + d[n4 + 3] + d[n4 + 1], p[_QA], p[_HA])
+        yf = sos_df2t(p, HEAD.sections, ns, d, 0, force_in[0], False)
+        ya = sos_df2t(p, HEAD.sections, ns, d, 2 * ns, accel_in[0], False)
+        force[0] = _adc(yf + p[HEAD.force_offset] + d[n4 + 2] + d[n4], p[HEAD.force_lsb],
+                        p[HEAD.half_levels])
+        accel[0] = _adc(ya + p[HEAD.accel_offset] + d[n4 + 3] + d[n4 + 1], p[HEAD.accel_lsb],
+                        p[HEAD.half_levels])
 
     @staticmethod
     @njit
     def update(t, x, d, m, p, force_in, accel_in):
-        ns = (p.size - _SOS) // 5
+        ns = (p.size - HEAD.sections) // 5
         n4 = 4 * ns
-        sos_df2t(p, _SOS, ns, d, 0, force_in[0], True)
-        sos_df2t(p, _SOS, ns, d, 2 * ns, accel_in[0], True)
-        d[n4] = p[_NF] * normal(m, 0)
-        d[n4 + 1] = p[_NA] * normal(m, 1)
-        if p[_DF] != 0.0:                  # drift streams advance only while drift is on
-            d[n4 + 2] += p[_DF] * normal(m, 2)
-        if p[_DA] != 0.0:
-            d[n4 + 3] += p[_DA] * normal(m, 3)
+        sos_df2t(p, HEAD.sections, ns, d, 0, force_in[0], True)
+        sos_df2t(p, HEAD.sections, ns, d, 2 * ns, accel_in[0], True)
+        d[n4] = p[HEAD.force_std] * normal(m, 0)
+        d[n4 + 1] = p[HEAD.accel_std] * normal(m, 1)
+        if p[HEAD.force_step] != 0.0:      # drift streams advance only while drift is on
+            d[n4 + 2] += p[HEAD.force_step] * normal(m, 2)
+        if p[HEAD.accel_step] != 0.0:
+            d[n4 + 3] += p[HEAD.accel_step] * normal(m, 3)
+
+
+HEAD = ImpedanceHead.P      # offsets by name

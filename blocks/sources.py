@@ -67,30 +67,18 @@ class Constant(Block):
     def configure(self) -> None:
         self.outputs = {"y": Out(len(self.value), unit=self.unit, depends="state", doc="the value")}
 
-    def set(self, name: str, value: object) -> None:
-        """Change a live parameter; ``value`` must keep its number of elements.
-
-        Raises
-        ------
-        ParamError
-            As :meth:`Block.set`, or if the new ``value`` has another length
-            (the output size is baked in; the old value is kept).
-        """
+    def validate(self, changed: str | None) -> None:
         size = self.outputs["y"].size
-        old = self.values.get(name)
-        super().set(name, value)
-        if name == "value" and len(self.value) != size:
-            got = len(self.value)
-            self.values[name] = old
-            raise ParamError(name, f"parameter 'value' must keep its {size} element(s), got "
-                                   f"{got}: the output size is fixed when the block is "
-                                   "built, so rebuild the graph to change it")
+        if len(self.value) != size:
+            raise ParamError("value", f"parameter 'value' must keep its {size} element(s), got "
+                                      f"{len(self.value)}: the output size is fixed when the "
+                                      "block is built, so rebuild the graph to change it")
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, y):
         for j in range(y.size):
-            y[j] = p[j]
+            y[j] = p[CONSTANT.value + j]
 
 
 class Step(Block):
@@ -370,28 +358,34 @@ class Multisine(Block):
             return schroeder_phases(np.broadcast_to(self.amplitudes, (n,)))
         return np.zeros(n) if self.phases is None else np.asarray(self.phases, dtype=np.float64)
 
-    def pack(self) -> np.ndarray:
+    derived = {"sines": Derived(lambda b: b.sines(), size=None,
+                                doc="amplitude, angular frequency, phase of each sine, each "
+                                    "for all sines in turn")}
+
+    def sines(self) -> np.ndarray:
+        """``[a_1 .. a_n, w_1 .. w_n, phi_1 .. phi_n]``: the values the kernel sums."""
         n = len(self.frequencies)
         amps = np.broadcast_to(np.asarray(self.amplitudes, dtype=np.float64), (n,))
         omega = 2.0 * math.pi * np.asarray(self.frequencies)
-        return np.concatenate([[self.center, self.fade], amps, omega, self.component_phases()])
+        return np.concatenate([amps, omega, self.component_phases()])
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, vel, acc):
-        n = (p.size - 2) // 3
+        n = (p.size - MULTISINE.sines) // 3
+        amp, omega, phase = MULTISINE.sines, MULTISINE.sines + n, MULTISINE.sines + 2 * n
         y = 0.0
         dy = 0.0
         ddy = 0.0
         for k in range(n):
-            a, w = p[2 + k], p[2 + n + k]
-            s = math.sin(w * t + p[2 + 2 * n + k])
-            c = math.cos(w * t + p[2 + 2 * n + k])
+            a, w = p[amp + k], p[omega + k]
+            s = math.sin(w * t + p[phase + k])
+            c = math.cos(w * t + p[phase + k])
             y += a * s
             dy += a * w * c
             ddy -= a * w * w * s
-        e, de, dde = _fade_envelope(t, p[1], 0.0)
-        pos[0] = p[0] + e * y
+        e, de, dde = _fade_envelope(t, p[MULTISINE.fade], 0.0)
+        pos[0] = p[MULTISINE.center] + e * y
         vel[0] = de * y + e * dy
         acc[0] = dde * y + 2.0 * de * dy + e * ddy
 
@@ -432,44 +426,39 @@ class Waypoints(Block):
               "unit": _UNIT}
 
     def configure(self) -> None:
-        times = np.asarray(self.times, dtype=float)
-        if len(times) < 1 or len(times) != len(self.points):
-            raise ParamError("points", f"'times' and 'points' need the same length >= 1 "
-                                       f"(got {len(times)} and {len(self.points)})")
-        if np.any(np.diff(times) <= 0.0):
-            raise ParamError("times", f"waypoint 'times' must increase strictly (got {list(times)})")
+        self.count = len(self.times)           # fixed once built: the outputs' code reads it
         _unit_outputs(self, derivatives=True)
 
-    def set(self, name: str, value: object) -> None:
-        """Change waypoints (same count, times increasing)."""
-        old = self.values.get(name)
-        super().set(name, value)
-        try:
-            if len(self.values[name]) != len(old):
-                raise ParamError(name, f"parameter {name!r} must keep its {len(old)} entries "
-                                       "(the count is fixed once built)")
-            self.configure()
-        except ParamError:
-            self.values[name] = old
-            raise
+    def validate(self, changed: str | None) -> None:
+        for name in ("times", "points"):
+            if len(self.values[name]) != self.count:
+                raise ParamError(changed or "points",
+                                 f"'times' and 'points' need the same length >= 1, fixed once "
+                                 f"built (got {len(self.times)} and {len(self.points)}, built "
+                                 f"with {self.count})")
+        if np.any(np.diff(self.times) <= 0.0):
+            raise ParamError("times", f"waypoint 'times' must increase strictly "
+                                      f"(got {list(self.times)})")
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, y, dy, ddy):
-        n = p.size // 2
-        if t <= p[0] or n == 1:
-            y[0], dy[0], ddy[0] = p[n], 0.0, 0.0
+        # times then points, n of each (the points have no constant: they follow an array)
+        n = (p.size - WAYPOINTS.times) // 2
+        tk, yk = WAYPOINTS.times, WAYPOINTS.times + n
+        if t <= p[tk] or n == 1:
+            y[0], dy[0], ddy[0] = p[yk], 0.0, 0.0
             return
         k = 0
-        while k < n - 1 and t > p[k + 1]:
+        while k < n - 1 and t > p[tk + k + 1]:
             k += 1
         if k == n - 1:
-            y[0], dy[0], ddy[0] = p[2 * n - 1], 0.0, 0.0
+            y[0], dy[0], ddy[0] = p[yk + n - 1], 0.0, 0.0
             return
-        span = p[k + 1] - p[k]
-        rise = p[n + k + 1] - p[n + k]
-        b, db, ddb = min_jerk((t - p[k]) / span)
-        y[0] = p[n + k] + rise * b
+        span = p[tk + k + 1] - p[tk + k]
+        rise = p[yk + k + 1] - p[yk + k]
+        b, db, ddb = min_jerk((t - p[tk + k]) / span)
+        y[0] = p[yk + k] + rise * b
         dy[0] = rise * db / span
         ddy[0] = rise * ddb / (span * span)
 
@@ -513,3 +502,4 @@ class WhiteNoise(Block):
 # the offsets their kernels name
 STEP, SINE, CHIRP, SWEPT = Step.P, Sine.P, Chirp.P, SweptSine.P
 NOISE, NOISE_D = WhiteNoise.P, WhiteNoise.D
+CONSTANT, MULTISINE, WAYPOINTS = Constant.P, Multisine.P, Waypoints.P

@@ -205,7 +205,7 @@ class Block:
                  for n, _ in self._packed()]
         for name, spec in self.derived.items():
             part = np.atleast_1d(np.asarray(spec.value(self), dtype=np.float64)).ravel()
-            if part.size != spec.size:
+            if spec.size is not None and part.size != spec.size:
                 raise ParamError(name, f"derived parameter {name!r} of {type(self).__name__} "
                                        f"has {part.size} values, declared {spec.size}")
             parts.append(part)
@@ -225,7 +225,9 @@ class Block:
             return None
         out = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).size, s.unit)
                for n, s in self._packed()]
-        return out + [(n, d.size, d.unit) for n, d in self.derived.items()]
+        return out + [(n, d.size if d.size is not None else
+                       np.atleast_1d(np.asarray(d.value(self))).size, d.unit)
+                      for n, d in self.derived.items()]
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Initial continuous, discrete and integer state (override; default zeros)."""

@@ -49,14 +49,16 @@ class Derived:
         SI unit.
     doc : str
         One line for the block reference.
-    size : int
-        Number of packed values.
+    size : int or None
+        Number of packed values; None for a length that follows from structural
+        parameters (filter coefficients): declare that one last, kernels find
+        its start by name and its length from ``p.size``.
     """
 
     value: Callable[[Any], Any]
     unit: str = ""
     doc: str = ""
-    size: int = 1
+    size: int | None = 1
 
 
 def offsets(title: str, sizes: list[tuple[str, int | None]]) -> tuple:
