@@ -1,4 +1,17 @@
-"""Write a block of your own: a cubic (Duffing) spring, then use it in a graph.
+"""Write a block of your own: Dahl friction, a block with state and a parameter rule.
+
+The Dahl model (Dahl 1968) gives friction a memory: the force ``F`` builds up
+over a short pre-sliding displacement instead of jumping with the sign of the
+velocity ``v``::
+
+    dF/dt = sigma v (1 - F / Fc sgn(v))
+
+``sigma`` is the rest stiffness (N/m) and ``Fc`` the Coulomb level (N).  The
+state ``F`` never leaves ``[-Fc, Fc]`` if it starts there: that is the rule
+between parameters (``initial_force`` against ``coulomb``).  At a constant
+velocity ``v > 0`` from ``F0`` the force is
+``Fc - (Fc - F0) exp(-sigma v t / Fc)``; the script checks the block against it.
+See docs/writing-blocks.md for the walk through.
 
 Run: ``python examples/custom_block.py``
 """
@@ -6,60 +19,74 @@ import numpy as np
 from numba import njit
 
 import hapflow as hf
-from hapflow.blocks import MassSpringDamper, Step, Sum
+from hapflow.blocks import Constant
 
 
-class CubicSpring(hf.Block):
-    """Hardening spring force ``F = -k1 x - k3 x^3``.
+class DahlFriction(hf.Block):
+    """Dahl friction: force with pre-sliding memory, ``dF/dt = sigma v (1 - F/Fc sgn(v))``.
 
     Ports
     -----
-    pos   : in, (1,), m    deflection
-    force : out, (1,), N   spring force on the mass
+    vel   : in, (1,), m/s    sliding velocity
+    force : out, (1,), N     friction force opposing the motion (state only)
     """
 
-    inputs = {"pos": hf.In(1, unit="m", doc="deflection")}
-    outputs = {"force": hf.Out(1, unit="N", doc="spring force")}
-    params = {"k1": hf.Live(100.0, unit="N/m", check=hf.nonnegative, doc="linear rate"),
-              "k3": hf.Live(1e6, unit="N/m^3", check=hf.nonnegative, doc="cubic rate"),
-              "max_force": hf.Live(50.0, unit="N", check=hf.positive,
-                                   doc="force the spring is rated for")}
+    inputs = {"vel": hf.In(1, unit="m/s", doc="sliding velocity")}
+    outputs = {"force": hf.Out(1, unit="N", depends="state", doc="friction force")}
+    params = {"stiffness": hf.Live(2e4, unit="N/m", check=hf.positive,
+                                   doc="rest stiffness sigma"),
+              "coulomb": hf.Live(0.3, unit="N", check=hf.positive, doc="Coulomb level Fc"),
+              "initial_force": hf.Live(0.0, unit="N", doc="force F at t = 0")}
+    cstate = ("force",)                        # the state, by name: x[DAHL_X.force]
 
     def validate(self, changed):
-        """A rule between parameters: the rated force is reached within 50 mm."""
-        reach = self.k1 * 0.05 + self.k3 * 0.05 ** 3
-        if reach < self.max_force:
-            raise hf.ParamError(changed or "max_force",
-                                f"'max_force' ({self.max_force} N) must be reached within "
-                                f"50 mm (k1, k3 give {reach:g} N there)")
+        """The rule between parameters: the force starts within the Coulomb level."""
+        if abs(self.initial_force) > self.coulomb:
+            raise hf.ParamError(changed or "initial_force",
+                                f"'initial_force' ({self.initial_force:g} N) must lie within "
+                                f"+-coulomb ({self.coulomb:g} N)")
+
+    def initial_state(self):
+        x, d, m = super().initial_state()
+        x[DAHL_X.force] = self.initial_force
+        return x, d, m
 
     @staticmethod
     @njit
-    def output(t, x, d, m, p, pos, force):
-        force[0] = -p[CUBIC.k1] * pos[0] - p[CUBIC.k3] * pos[0] ** 3
+    def deriv(t, x, d, m, p, vel, dx):
+        v, f = vel[0], x[DAHL_X.force]
+        dx[DAHL_X.force] = p[DAHL.stiffness] * v * (1.0 - f / p[DAHL.coulomb] * np.sign(v))
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, vel, force):
+        force[0] = x[DAHL_X.force]
 
 
-CUBIC = CubicSpring.P      # the parameters' offsets, by name, for the kernel
+DAHL, DAHL_X = DahlFriction.P, DahlFriction.X     # offsets by name, for the kernels
 
 
 def main() -> None:
-    g = hf.Graph(name="duffing-step", rate=2000, duration=2)
-    g.add("push", Step(time=0.1, final=5.0, unit="N"))
-    g.add("spring", CubicSpring())
-    g.add("total", Sum(signs="++"))
-    g.add("mass", MassSpringDamper(mass=0.2, damping=4.0))
-    g.wire("push.y -> total.u1")
-    g.wire("spring.force -> total.u2")
-    g.wire("total.y -> mass.force")
-    g.wire("mass.pos -> spring.pos")
-    g.record("mass.pos")
+    v, sigma, fc, f0 = 2e-3, 2e4, 0.3, -0.1
+    g = hf.Graph(name="dahl", rate=10000, duration=0.05)
+    g.add("slide", Constant(value=v, unit="m/s"))
+    g.add("dahl", DahlFriction(stiffness=sigma, coulomb=fc, initial_force=f0))
+    g.wire("slide.y -> dahl.vel")
+    g.record("dahl.force")
     r = hf.Simulation(g).run()
-    final = r["mass.pos"][-1, 0]
-    # static equilibrium of k1 x + k3 x^3 = 5 N
-    roots = np.roots([1e6, 0.0, 100.0, -5.0])
-    exact = roots[np.isreal(roots)].real[0]
+    exact = fc - (fc - f0) * np.exp(-sigma * v * r.time / fc)
+    error = np.max(np.abs(r["dahl.force"][:, 0] - exact))
     print(r.summary())
-    print(f"final deflection {final * 1e3:.3f} mm, static equilibrium {exact * 1e3:.3f} mm")
+    print(f"force after {r.time[-1] * 1e3:.1f} ms: {r['dahl.force'][-1, 0]:.6f} N "
+          f"(closed form {exact[-1]:.6f} N, largest difference {error:.1e} N)")
+    if error > 1e-9:
+        raise SystemExit("the block does not follow its closed form")
+    try:
+        DahlFriction(coulomb=0.3, initial_force=0.5)
+    except hf.ParamError as exc:
+        print(f"the rule at work: {exc}")
+    else:
+        raise SystemExit("the parameter rule did not fire")
 
 
 if __name__ == "__main__":
