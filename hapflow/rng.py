@@ -39,14 +39,20 @@ def stream_seeds(graph_seed: int, block: str, n: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def uniform(m, k):
-    """Uniform number in (0, 1) from stream ``m[k]`` (advances it)."""
+def _advance(m, k):
+    """Stream ``m[k]`` advanced one xorshift64 step; returns the new 64 bits."""
     s = np.uint64(m[k])
     s ^= s << np.uint64(13)
     s ^= s >> np.uint64(7)
     s ^= s << np.uint64(17)
     m[k] = np.int64(s)
-    return (float(s >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+    return s
+
+
+@njit(cache=True)
+def uniform(m, k):
+    """Uniform number in (0, 1) from stream ``m[k]`` (advances it)."""
+    return (float(_advance(m, k) >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
 
 
 def _ziggurat(layers: int, r: float, v: float) -> tuple[np.ndarray, np.ndarray]:
@@ -82,11 +88,7 @@ def normal(m, k):
     on every number, 20-75 ns of a 4 kHz rig tick with four noise channels.
     """
     while True:
-        s = np.uint64(m[k])
-        s ^= s << np.uint64(13)
-        s ^= s >> np.uint64(7)
-        s ^= s << np.uint64(17)
-        m[k] = np.int64(s)
+        s = _advance(m, k)
         i = int(s & np.uint64(127))
         u = (float(s >> np.uint64(11)) + 0.5) * (2.0 / 9007199254740992.0) - 1.0
         if abs(u) < _RATIO[i]:
