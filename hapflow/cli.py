@@ -62,7 +62,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if status == 0 and args.plot:
             _plot(out, args.plot)
         return status
-    for option in ("daq", "grpc", "fifo", "cpu", "max_overruns", "max_lateness"):
+    for option in ("daq", "grpc", "fifo", "cpu", "max_overruns", "max_lateness",
+                   "hw_watchdog"):
         if getattr(args, option) is not None:
             raise GraphError(f"--{option.replace('_', '-')} applies to --mode hil")
     if args.fault or args.mlock:

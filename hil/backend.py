@@ -47,6 +47,10 @@ class Channel:
         Card range in volts (ai/ao); ignored for ci/do.
     unit : str
         SI unit of the bound port.
+    safe : float
+        Output in the safe state, which is also the hardware watchdog's
+        expiration state: volts (ao), or the line level 0/1 (do: the level
+        that disables the amplifier, 1 for an active-low enable input).
     """
 
     port: str
@@ -57,6 +61,12 @@ class Channel:
     low: float
     high: float
     unit: str
+    safe: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        """Level of a digital line while running (the opposite of its safe level)."""
+        return not self.safe
 
     @property
     def device(self) -> str:
@@ -80,6 +90,10 @@ class DaqError(HapflowError):
         super().__init__(f"{channel}: {message}" if channel else message)
 
 
+class WatchdogExpired(DaqError):
+    """The card's hardware watchdog expired: its outputs are held in the safe state."""
+
+
 def by_kind(channels: Sequence[Channel], kind: str) -> list[Channel]:
     """The channels of one kind, in the given order (the order of the runtime arrays)."""
     if kind not in KINDS:
@@ -90,10 +104,20 @@ def by_kind(channels: Sequence[Channel], kind: str) -> list[Channel]:
 class Backend(abc.ABC):
     """One DAQ card, hardware-timed single point at ``rate`` Hz.
 
-    The runner calls ``open``, ``start``, then per tick ``wait``, ``read``,
-    ``write``; ``safe_state`` whenever it stops (also on errors), then
-    ``close``.  Every method may raise :class:`DaqError`.
+    The runner calls ``open``, ``arm_watchdog``, ``start``, then per tick
+    ``wait``, ``read``, ``write`` and, often enough, ``pet``; ``safe_state``
+    whenever it stops (also on errors), then ``close``.  Every method may
+    raise :class:`DaqError`.
+
+    Safe state: every output at its channel's ``safe`` value (0 V, enable
+    lines at the level that disables the amplifier).  The card's hardware
+    watchdog puts the outputs there on its own when the loop stops petting it
+    (killed, stopped, hung), so the safe state holds without the process.
     """
+
+    watchdog_note: str = ""
+    """After :meth:`arm_watchdog`: the outputs the hardware watchdog cannot put in their
+    safe state on this card ('' when it covers every one)."""
 
     paced: bool = True
     """False for a backend that runs as fast as possible on a virtual clock
@@ -111,8 +135,25 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
+    def arm_watchdog(self, timeout: float) -> None:
+        """Configure the card's hardware watchdog: it expires ``timeout`` s after the last
+        :meth:`pet` and then drives every output to its safe value and ignores writes.
+        Called after :meth:`open`; the timer runs from :meth:`start`."""
+
+    @abc.abstractmethod
+    def pet(self) -> None:
+        """Reset the hardware watchdog timer.
+
+        Raises
+        ------
+        WatchdogExpired
+            When it had already expired: the card holds the outputs safe and
+            ignores writes.
+        """
+
+    @abc.abstractmethod
     def start(self) -> None:
-        """Start the sample clock (outputs at 0 V, digital lines False)."""
+        """Start the sample clock (outputs at their safe values)."""
 
     @abc.abstractmethod
     def wait(self) -> bool:
@@ -128,7 +169,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def safe_state(self) -> None:
-        """Drive every analog output to 0 V and every digital line False, immediately."""
+        """Drive every output to its channel's safe value, immediately."""
 
     @abc.abstractmethod
     def close(self) -> None:

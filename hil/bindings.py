@@ -45,7 +45,10 @@ Channel keys:
     0.01 s; 0 = at once).
 
 Block key ``enable``: a digital output line (``DevN/portP/lineL``) that enables
-the block's amplifier: True while running, False in the safe state.
+the block's amplifier: high while running, low in the safe state; or
+``{line: DevN/portP/lineL, active: low}`` for an active-low enable input (low
+while running, high in the safe state).  The card's hardware watchdog puts the
+line in its safe state when the loop stops petting it.
 
 Errors name the file and line, the block and port, and what is valid.
 """
@@ -77,6 +80,7 @@ SCALE_KEYS = {"scale": None, "newtons_per_volt": "N", "meters_per_volt": "m",
 CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "port", "limit",
                 "velocity_limit", "ramp")
 BLOCK_KEYS = ("enable",)
+ENABLE_KEYS = ("line", "active")
 CARD_VOLTS = 10.0
 DEFAULT_RAMP = 0.01
 
@@ -379,13 +383,21 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
     out.where[ref] = where
 
 
-def _enable(block: str, physical: Any, where: Where, out: Bindings) -> None:
-    if not isinstance(physical, str) or not PHYSICAL["do"].match(physical):
+def _enable(block: str, spec: Any, where: Where, out: Bindings) -> None:
+    line, active = (spec, "high") if not isinstance(spec, dict) else (
+        spec.get("line"), spec.get("active", "high"))
+    unknown = [k for k in spec if k not in ENABLE_KEYS] if isinstance(spec, dict) else []
+    if unknown or not isinstance(line, str) or not PHYSICAL["do"].match(line):
         raise GraphError(f"hardware {block}: enable must be a digital output line such as "
-                         f"Dev1/port0/line0, got {physical!r}", where, block=block)
-    _check_numbers(physical, "do", where, block, None)
+                         f"Dev1/port0/line0, or {{line: Dev1/port0/line0, active: low}} for an "
+                         f"active-low amplifier enable input; got {spec!r}", where, block=block)
+    if active not in ("high", "low"):
+        raise GraphError(f"hardware {block}: enable active must be 'high' (the amplifier runs "
+                         f"while the line is high) or 'low'; got {active!r}", where, block=block)
+    _check_numbers(line, "do", where, block, None)
     ref = f"{block}.enable"
-    out.channels.append(Channel(ref, "do", physical, 1.0, 0.0, 0.0, 1.0, ""))
+    safe = 1.0 if active == "low" else 0.0
+    out.channels.append(Channel(ref, "do", line, 1.0, 0.0, 0.0, 1.0, "", safe))
     out.where[ref] = where
 
 

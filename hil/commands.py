@@ -3,7 +3,8 @@
 ::
 
     hapflow run GRAPH --mode hil [--daq sim|nidaqmx] [--grpc HOST:PORT] [--fifo PRIO]
-                [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S] [--unpaced]
+                [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S] [--hw-watchdog S]
+                [--unpaced]
                 [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
     hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
     hapflow hil serve GRAPH [--port N] [--free-running] [--fault SPEC ...]
@@ -47,6 +48,10 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                         "at least 5]")
     g.add_argument("--max-lateness", type=number(0, 10, "s"), default=None, metavar="S",
                    help="watchdog: a single lateness that trips it [0.02 s]")
+    g.add_argument("--hw-watchdog", type=number(0.001, 34, "s"), default=None, metavar="S",
+                   help="timeout of the card's hardware watchdog: the outputs go to their safe "
+                        "state when the loop has not petted it for S (killed, stopped, hung) "
+                        "[5 x the lateness bound: 0.1 s]")
     g.add_argument("--unpaced", action="store_true",
                    help="with --daq sim: run on a virtual sample clock as fast as possible "
                         "(deterministic, no edge missed: to compare results with --mode sim)")
@@ -96,7 +101,9 @@ def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
     from .runner import HilRunner, RealTime
     from .safety import Policy
     policy = Policy(**{k: v for k, v in (("max_overruns", args.max_overruns),
-                                          ("max_lateness", args.max_lateness)) if v is not None})
+                                          ("max_lateness", args.max_lateness),
+                                          ("hardware_watchdog", args.hw_watchdog))
+                       if v is not None})
     runner = HilRunner(graph, _backend(args, graph), policy,
                        RealTime(args.fifo, args.cpu, args.mlock), chunk=args.chunk)
     backend = type(runner.backend).__name__
@@ -104,6 +111,8 @@ def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
         f"real time: {graph.name} at {graph.rate:g} Hz on {backend} ({rt}); Ctrl-C stops "
         "safely", flush=True))
     print(result.summary())
+    if runner.backend.watchdog_note:
+        print(f"hardware watchdog: {runner.backend.watchdog_note}")
     if result.dropped:
         print("not recorded in HIL mode (plant signals a real rig cannot measure): "
               + ", ".join(result.dropped))

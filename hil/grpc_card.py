@@ -9,9 +9,10 @@ simulated rig (:class:`hapflow.hil.simrig.SimRig`, or any object with its
 
 Devices
     Every device named in the bound channels exists and looks like a 16-bit
-    X-series card (product type :data:`PRODUCT`): ``ai0..ai15`` (+-10 V),
-    ``ao0..ao1`` (+-10 V), ``ctr0..ctr3``, ``port0/line0..31``,
-    ``port1/line0..7``, ``port2/line0..7``.  Creating a channel on another
+    X-series card (product type :data:`PRODUCT`, as NI specifies the
+    PCIe-6351): ``ai0..ai15`` (+-10 V), ``ao0..ao1`` (+-10 V), ``ctr0..ctr3``,
+    ``port0/line0..7`` (hardware-timed DIO), ``port1/line0..7`` and
+    ``port2/line0..7`` (PFI 0-15 as static DIO).  Creating a channel on another
     device gives DAQmx error -200220, on a channel that the device does not
     have -200170, as on the real driver.  Channels that exist but are not
     bound read 0 V / 0 counts and outputs to them go nowhere.
@@ -46,6 +47,28 @@ Transport delay
     :mod:`hapflow.hil.simrig`), so this server adds no delay of its own and
     the loop sees the same delay as with the ``sim`` backend.
 
+Watchdog timer
+    ``CreateWatchdogTimerTaskEx`` makes a watchdog task on a device, with
+    expiration states for its digital lines (``CfgWatchdogDOExpirStates``:
+    high, low or no change).  As on X Series devices, whose watchdog "can be
+    set for all DIO and PFI lines" (X Series User Manual), analog outputs
+    cannot be given an expiration state (DAQmx error -200452): an amplifier's
+    enable line is what the watchdog turns off.  The timer starts with the
+    task (``StartTask``, or ``TaskControl`` start) and is reset by
+    ``ControlWatchdogTask`` (reset timer).  It runs in a thread of the server,
+    on the monotonic clock, whatever the client does; when it expires the
+    lines go to their expiration states and writes to them are ignored until
+    the expiration is cleared (``ControlWatchdogTask`` clear expiration) or
+    the task is cleared.  ``GetWatchdogAttributeBool`` answers ``expired``,
+    ``GetWatchdogAttributeDouble`` the timeout
+    (:mod:`hapflow.hil.cardwatchdog` has the semantics).
+
+Idle output
+    ``SetChanAttributeInt32`` sets an analog output's idle output behaviour
+    (zero volts, or maintain existing value; the X Series has no high
+    impedance): when its task stops or is cleared the output goes to 0 V or
+    holds.
+
 Faults
     The rig's timing faults apply at the wait: a ``late`` fault stalls the
     wait for its value in seconds (paced mode; the next wait is then late),
@@ -63,6 +86,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from .backend import Channel, DaqError, by_kind
+from .cardwatchdog import WatchdogTimer
 
 PRODUCT = "PCIe-6351"
 """Product type the simulated devices report."""
@@ -70,8 +94,7 @@ PRODUCT = "PCIe-6351"
 _AI = tuple(f"ai{i}" for i in range(16))
 _AO = ("ao0", "ao1")
 _CTR = tuple(f"ctr{i}" for i in range(4))
-_DO = (tuple(f"port0/line{i}" for i in range(32)) + tuple(f"port1/line{i}" for i in range(8))
-       + tuple(f"port2/line{i}" for i in range(8)))
+_DO = tuple(f"port{p}/line{i}" for p in range(3) for i in range(8))
 PHYSICAL = {"ai": _AI, "ao": _AO, "ci_encoder": _CTR, "do": _DO}
 """Physical channels of each kind on a simulated device (without the device prefix)."""
 RANGE_V = 10.0
@@ -79,6 +102,14 @@ RANGE_V = 10.0
 
 # DAQmx constants (nidaqmx.constants values, as sent raw over gRPC)
 HW_TIMED_SINGLE_POINT = 12522
+LEVEL = {10192: True, 10214: False, 10160: None}
+"""Watchdog digital expiration states: high, low, no change (tristate is not simulated)."""
+WDT_RESET_TIMER, WDT_CLEAR_EXPIRATION = 0, 1
+TASK_START, TASK_STOP, TASK_COMMIT, TASK_ABORT = 0, 1, 3, 6
+IDLE_ZERO_VOLTS, IDLE_MAINTAIN = 12526, 12528
+AO_IDLE_OUTPUT_BEHAVIOR = 0x2240
+WATCHDOG_MAX_S = (2 ** 32 - 1) * 8e-9
+"""Longest X Series watchdog timeout: a 32-bit count of 8 ns (34.4 s)."""
 DECODING = {10090: 4, 10091: 2, 10092: 1}
 """Encoder decoding (X1, X2, X4) -> divisor of the X4 count."""
 TICKS = 10304
@@ -101,6 +132,7 @@ WRITE_NUM_CHANS_MISMATCH = -200524
 READ_BUFFER_TOO_SMALL = -200229
 DEV_CANNOT_BE_ACCESSED = -201003
 RESOURCE_RESERVED = -50103
+ATTRIBUTE_NOT_SUPPORTED = -200452
 WAIT_MISSED_SAMP_CLK = -209802
 
 MESSAGES = {
@@ -133,6 +165,8 @@ MESSAGES = {
                             "present in the system. Device is not powered.",
     RESOURCE_RESERVED: "The specified resource is reserved. The operation could not be completed "
                        "as specified.",
+    ATTRIBUTE_NOT_SUPPORTED: "Specified property is not supported by the device or is not "
+                             "applicable to the task.",
     WAIT_MISSED_SAMP_CLK: "DAQmx Wait for Next Sample Clock detected one or more missed sample "
                           "clocks since the last call to Wait for Next Sample Clock which "
                           "indicates that your program is not keeping up with the sample clock.",
@@ -182,6 +216,7 @@ class SimChan:
     divisor: int = 1    # encoder: X4 counts per reported count
     per_count: float = 1.0  # encoder: units per reported count (1 for ticks)
     initial: float = 0.0
+    idle: int = IDLE_MAINTAIN   # analog output: idle output behaviour
 
 
 @dataclass
@@ -195,6 +230,7 @@ class SimTask:
     master: bool = False
     started: bool = False
     last_read: int = 0
+    watchdog: WatchdogTimer | None = None
 
 
 class SimCard:
@@ -246,6 +282,8 @@ class SimCard:
         self.edge = 0          # sample clock edges consumed (the current sample)
         self._t0 = 0.0
         self._master: str | None = None
+        self._timer_thread: threading.Thread | None = None
+        self._timer_wake = threading.Condition(self._lock)
 
     # ------------------------------------------------------------------ tasks
     def create_task(self, name: str) -> str:
@@ -349,9 +387,14 @@ class SimCard:
                                                   + [f"/{d}/ai/SampleClock" for d in self.devices]))
 
     def start(self, name: str) -> None:
-        """Start a task; starting the master starts the sample clock with a fresh rig."""
+        """Start a task; starting the master starts the sample clock with a fresh rig,
+        starting a watchdog task its timer."""
         with self._lock:
             task = self.task(name)
+            if task.watchdog is not None:
+                self._start_timer(task.watchdog)
+                task.started = True
+                return
             if not task.chans:
                 raise DaqmxStatus(NO_CHANS_IN_TASK, name)
             if task.started:
@@ -373,20 +416,147 @@ class SimCard:
             except DaqError as e:
                 raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, task.name, Property="Sample Clock Rate",
                                   Requested_Value=f"{rate:g} Hz", Reason=str(e)) from None
-        self.ao[:] = 0.0
-        self.do[:] = False
         self.rate, self.edge, self._master = rate, 0, task.name
         for t in self._tasks.values():
             t.last_read = 0     # edge 0 is the start: a read waits for the first sample
         self._t0 = time.monotonic()
 
     def stop(self, name: str) -> None:
-        """Stop a task; stopping the master stops the sample clock."""
+        """Stop a task; stopping the master stops the sample clock, stopping a watchdog
+        task its timer, stopping an analog output task applies its idle output behaviour."""
         with self._lock:
             task = self.task(name)
             task.started = False
             if self._master == name:
                 self._master = None
+            if task.watchdog is not None:
+                task.watchdog.stop()
+            if task.kind == "ao":
+                for c in task.chans:
+                    if c.index >= 0 and c.idle == IDLE_ZERO_VOLTS:
+                        self.ao[c.index] = 0.0
+
+    def control(self, name: str, action: int) -> None:
+        """DAQmxTaskControl: start, stop or abort; commit, verify, reserve, unreserve
+        change nothing the simulation models."""
+        with self._lock:
+            self.task(name)
+            if action == TASK_START:
+                self.start(name)
+            elif action in (TASK_STOP, TASK_ABORT):
+                self.stop(name)
+
+    # ------------------------------------------------------------------ watchdog
+    def create_watchdog(self, device: str, name: str, timeout: float) -> str:
+        """A watchdog timer task on ``device`` expiring ``timeout`` s after its last reset."""
+        with self._lock:
+            if device not in self.devices:
+                raise DaqmxStatus(INVALID_DEVICE_ID, name, Device_Specified=device)
+            if not (timeout == -1 or 0 < timeout <= WATCHDOG_MAX_S):
+                raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, name, Property="Watchdog Timeout",
+                                  Requested_Value=f"{timeout:g} s",
+                                  Possible_Values=f"-1 (never), or more than 0 up to "
+                                                  f"{WATCHDOG_MAX_S:g} s")
+            name = self.create_task(name)
+            self._tasks[name].kind = "watchdog"
+            self._tasks[name].watchdog = WatchdogTimer(timeout)
+            return name
+
+    def timer(self, name: str) -> WatchdogTimer:
+        """The timer of watchdog task ``name``."""
+        with self._lock:
+            return self._watchdog(name)
+
+    def _watchdog(self, name: str) -> WatchdogTimer:
+        task = self.task(name)
+        if task.watchdog is None:
+            raise DaqmxStatus(ATTRIBUTE_NOT_SUPPORTED, name, Reason="not a watchdog timer task")
+        return task.watchdog
+
+    def watchdog_lines(self, name: str, lines: str, states: Sequence[int]) -> None:
+        """Expiration states of digital lines (``Dev1/port0/line0:1``): high, low or no change."""
+        from nidaqmx.utils import unflatten_channel_string
+        with self._lock:
+            timer = self._watchdog(name)
+            names = unflatten_channel_string(lines)
+            if len(names) != len(states):
+                raise DaqmxStatus(WRITE_NUM_CHANS_MISMATCH, name, Channels_in_Data=len(states),
+                                  Channels_in_Task=len(names))
+            for physical, state in zip(names, states):
+                device, _, local = physical.strip().lstrip("/").partition("/")
+                if device not in self.devices or local not in PHYSICAL["do"]:
+                    raise DaqmxStatus(PHYSICAL_CHAN_DOES_NOT_EXIST, name, Device=device,
+                                      Physical_Channel_Name=local)
+                if state not in LEVEL:
+                    raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, name,
+                                      Property="Digital Expiration State", Requested_Value=state,
+                                      Possible_Values="High (10192), Low (10214), No Change "
+                                                      "(10160) on the simulated card")
+                index = self._index["do"].get(f"{device}/{local}", -1)
+                if index >= 0 and LEVEL[state] is not None:
+                    timer.do_states[index] = LEVEL[state]
+                elif index >= 0:
+                    timer.do_states.pop(index, None)
+
+    def watchdog_analog(self, name: str) -> None:
+        """Analog output expiration states: an X Series watchdog covers digital lines only."""
+        with self._lock:
+            self._watchdog(name)
+            raise DaqmxStatus(ATTRIBUTE_NOT_SUPPORTED, name, Property="Watchdog Analog Output "
+                              "Expiration State", Device_Type=PRODUCT,
+                              Reason="the X Series watchdog timer covers the DIO and PFI lines")
+
+    def watchdog_action(self, name: str, action: int) -> None:
+        """DAQmxControlWatchdogTask: reset the timer, or clear an expiration."""
+        with self._lock:
+            timer = self._watchdog(name)
+            if action == WDT_RESET_TIMER:
+                timer.reset(time.monotonic_ns())
+            elif action == WDT_CLEAR_EXPIRATION:
+                timer.clear(time.monotonic_ns())
+            else:
+                raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, name, Property="Watchdog Action",
+                                  Requested_Value=action,
+                                  Possible_Values="Reset Timer (0), Clear Expiration (1)")
+
+    def _start_timer(self, timer: WatchdogTimer) -> None:
+        timer.start(time.monotonic_ns())
+        if self._timer_thread is None or not self._timer_thread.is_alive():
+            self._timer_thread = threading.Thread(target=self._run_timers, daemon=True,
+                                                  name="simulated card watchdog")
+            self._timer_thread.start()
+        self._timer_wake.notify_all()
+
+    def _timers(self) -> list[WatchdogTimer]:
+        return [t.watchdog for t in self._tasks.values() if t.watchdog is not None]
+
+    def _run_timers(self) -> None:
+        """The card's timer: expire every watchdog whose deadline passes, whatever the
+        client does; ends when no timer runs."""
+        with self._timer_wake:
+            while any(t.running for t in self._timers()):
+                now = time.monotonic_ns()
+                for timer in self._timers():
+                    timer.poll(now, self.ao, self.do)
+                deadline = min((t.deadline for t in self._timers()), default=math.inf)
+                self._timer_wake.wait(min((deadline - now) / 1e9, 0.5) if deadline > now else 0)
+
+    def _guarded(self, kind: str, index: int) -> bool:
+        """True when an expired watchdog holds output ``index`` of ``kind``."""
+        return any(t.guards(kind, index) for t in self._timers())
+
+    def set_idle(self, name: str, channel: str, value: int) -> None:
+        """An analog output's idle output behaviour (zero volts or maintain existing value)."""
+        with self._lock:
+            task = self.task(name)
+            _check_kind(task, "ao", ATTRIBUTE_NOT_SUPPORTED)
+            if value not in (IDLE_ZERO_VOLTS, IDLE_MAINTAIN):
+                raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, name, Property="Idle Output Behavior",
+                                  Requested_Value=value, Possible_Values="Zero Volts (12526), "
+                                  "Maintain Existing Value (12528)")
+            for c in task.chans:
+                if not channel or c.name == channel:
+                    c.idle = value
 
     # ------------------------------------------------------------------ sample clock
     def _timed(self, task: SimTask) -> bool:
@@ -494,7 +664,7 @@ class SimCard:
                     raise DaqmxStatus(INVALID_AO_DATA_WRITE, name, Value_Written=f"{v:g}",
                                       Range=f"{c.low:g} to {c.high:g} V", Channel_Name=c.name)
             for c, v in zip(task.chans, volts):
-                if c.index >= 0:
+                if c.index >= 0 and not self._guarded("ao", c.index):
                     self.ao[c.index] = v
 
     def write_do(self, name: str, states: Sequence[bool]) -> None:
@@ -504,7 +674,7 @@ class SimCard:
             _check_kind(task, "do", WRITE_CHAN_TYPE_MISMATCH)
             _check_count(task, len(states))
             for c, s in zip(task.chans, states):
-                if c.index >= 0:
+                if c.index >= 0 and not self._guarded("do", c.index):
                     self.do[c.index] = bool(s)
 
     # ------------------------------------------------------------------ queries
@@ -538,7 +708,7 @@ def _assigned(assign: str, i: int, n: int) -> str:
 def _ranges(kind: str) -> str:
     names = PHYSICAL[kind]
     if kind == "do":
-        return "port0/line0..31, port1/line0..7, port2/line0..7"
+        return "port0/line0..7, port1/line0..7, port2/line0..7"
     return f"{names[0]} .. {names[-1]}"
 
 

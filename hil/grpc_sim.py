@@ -16,6 +16,11 @@ so the real ``nidaqmx`` client code drives the simulated rig end to end:
   ``WaitForNextSampleClock``;
 - I/O: ``ReadAnalogF64``, ``ReadCounterF64``/``F64Ex``/``ScalarF64``,
   ``WriteAnalogF64``, ``WriteAnalogScalarF64``, ``WriteDigitalLines``;
+- watchdog: ``CreateWatchdogTimerTaskEx``, ``CfgWatchdogDOExpirStates``,
+  ``CfgWatchdogAOExpirStates`` (refused, as on X Series), ``TaskControl``,
+  ``ControlWatchdogTask``, ``GetWatchdogAttributeBool`` (expired),
+  ``GetWatchdogAttributeDouble`` (timeout);
+- channel attributes: ``SetChanAttributeInt32`` (analog output idle output behaviour);
 - system: ``GetSystemInfoAttributeString`` (device names),
   ``GetSystemInfoAttributeUInt32`` (driver version), ``GetDeviceAttributeString``
   (product type, physical channels), ``GetDeviceAttributeBool`` (is simulated),
@@ -47,13 +52,15 @@ from hapflow.errors import HapflowError
 from hapflow.graph import Graph
 
 from .backend import Channel
-from .grpc_card import INVALID_ATTRIBUTE_VALUE, MESSAGES, PRODUCT, DaqmxStatus, SimCard
+from .grpc_card import (AO_IDLE_OUTPUT_BEHAVIOR, INVALID_ATTRIBUTE_VALUE, MESSAGES, PRODUCT,
+                        DaqmxStatus, SimCard)
 
 DRIVER_VERSION = {0x1272: 23, 0x1923: 8, 0x2F22: 0}
 """NI-DAQmx version reported (major, minor, update attribute ids)."""
 _SYS_DEVICE_NAMES = 0x193B
 _TASK_NAME, _TASK_CHANNELS, _TASK_NUM_CHANS = 0x1276, 0x1273, 0x2181
 _DEV_PRODUCT_TYPE, _DEV_IS_SIMULATED = 0x0631, 0x22CA
+_WDT_EXPIRED, _WDT_TIMEOUT = 0x21A8, 0x21A9
 _DEV_CHANNELS = {0x231E: "ai", 0x231F: "ao", 0x2324: "ci_encoder", 0x2322: "do"}
 
 
@@ -112,7 +119,56 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
             return pb.GetTaskAttributeUInt32Response(value=len(task.chans))
         return _unsupported(context, "task attribute", request.attribute_raw)
 
+    @_daqmx
+    def TaskControl(self, request, context):
+        self.card.control(request.task.name, request.action_raw)
+        return pb.TaskControlResponse()
+
+    # ------------------------------------------------------------------ watchdog
+    @_daqmx
+    def CreateWatchdogTimerTaskEx(self, request, context):
+        name = self.card.create_watchdog(request.device_name, request.session_name,
+                                         request.timeout)
+        return pb.CreateWatchdogTimerTaskExResponse(task=Session(name=name),
+                                                    new_session_initialized=True)
+
+    @_daqmx
+    def CfgWatchdogDOExpirStates(self, request, context):
+        self.card.watchdog_lines(request.task.name, request.channel_names,
+                                 list(request.expir_state_array))
+        return pb.CfgWatchdogDOExpirStatesResponse()
+
+    @_daqmx
+    def CfgWatchdogAOExpirStates(self, request, context):
+        self.card.watchdog_analog(request.task.name)
+
+    @_daqmx
+    def ControlWatchdogTask(self, request, context):
+        self.card.watchdog_action(request.task.name, request.action_raw)
+        return pb.ControlWatchdogTaskResponse()
+
+    @_daqmx
+    def GetWatchdogAttributeBool(self, request, context):
+        if request.attribute_raw == _WDT_EXPIRED:
+            timer = self.card.timer(request.task.name)
+            return pb.GetWatchdogAttributeBoolResponse(value=timer.expired)
+        return _unsupported(context, "watchdog attribute", request.attribute_raw)
+
+    @_daqmx
+    def GetWatchdogAttributeDouble(self, request, context):
+        if request.attribute_raw == _WDT_TIMEOUT:
+            timer = self.card.timer(request.task.name)
+            return pb.GetWatchdogAttributeDoubleResponse(value=timer.timeout)
+        return _unsupported(context, "watchdog attribute", request.attribute_raw)
+
     # ------------------------------------------------------------------ channels
+    @_daqmx
+    def SetChanAttributeInt32(self, request, context):
+        if request.attribute_raw == AO_IDLE_OUTPUT_BEHAVIOR:
+            self.card.set_idle(request.task.name, request.channel, request.value_raw)
+            return pb.SetChanAttributeInt32Response()
+        return _unsupported(context, "channel attribute", request.attribute_raw)
+
     @_daqmx
     def CreateAIVoltageChan(self, request, context):
         self.card.add_channels(request.task.name, "ai", request.physical_channel,

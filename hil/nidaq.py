@@ -15,6 +15,20 @@ Tasks (hardware-timed single point, see DESIGN "Scheduling")
 
     The clocked tasks start before the master, so they see its first edge.
 
+Hardware watchdog
+    :meth:`NidaqBackend.arm_watchdog` makes one DAQmx watchdog timer task per
+    device with bound outputs (``nidaqmx.system.WatchdogTask``): each
+    digital line's expiration state is its safe level (the amplifier-enable
+    line off, whatever its polarity), each analog output's its safe voltage
+    where the device's watchdog covers analog outputs; an X Series watchdog
+    covers only the DIO and PFI lines (DAQmx error -200452 for an analog
+    one), so there the enable line is what a dead loop turns off, and
+    :attr:`NidaqBackend.watchdog_note` says so.  The task is committed at
+    arm time and started with the tasks; the loop resets it (``reset_timer``)
+    every quarter of its timeout and reads ``expired`` after each reset.
+    Analog outputs idle at 0 V (``ao_idle_output_behavior`` zero volts)
+    where the device supports it: a stopped or cleared task leaves 0 V.
+
 Per tick
     ``wait`` (the next sample clock), ``read`` (one ``ReadAnalogF64`` for the
     analog inputs, one counter read per encoder), ``write`` (one
@@ -47,11 +61,12 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .backend import Backend, Channel, DaqError, by_kind
+from .backend import Backend, Channel, DaqError, WatchdogExpired, by_kind
 
 LATE_CODES = frozenset({-209802, -201027, 209802, 201027})
 """DAQmx statuses that report missed sample clocks (errors and their warning forms)."""
 INVALID_DEVICE_ID = -200220
+NOT_SUPPORTED = -200452
 
 NO_DRIVER = ("the NI-DAQmx driver is not installed on this machine, so the nidaqmx backend "
              "cannot reach a card: install NI-DAQmx (ni.com/downloads), or pass --grpc HOST:PORT "
@@ -112,7 +127,9 @@ class NidaqBackend(Backend):
         self.timeout = float(timeout)
         self._grpc_channel = None
         self._tasks: list = []
+        self._watchdogs: list = []
         self._opened = False
+        self.watchdog_note = ""
 
     # ------------------------------------------------------------------ set-up
     def _options(self):
@@ -178,7 +195,10 @@ class NidaqBackend(Backend):
             self.close()
             raise
         self._streams(len(ai), len(ci), len(ao), len(do))
+        self._ao_safe = np.array([c.safe for c in ao])
+        self._do_safe = np.array([bool(c.safe) for c in do], dtype=bool)
         self._inputs, self._outputs = _names(ai + ci), _names(ao + do)
+        self._channels = list(channels)
         self._opened = True
 
     def _input_tasks(self, ai: list[Channel], ci: list[Channel], rate: float) -> None:
@@ -203,11 +223,16 @@ class NidaqBackend(Backend):
 
     def _output_tasks(self, ao: list[Channel], do: list[Channel], rate: float, clock: str) -> None:
         """The analog-output task on the master's sample clock and the on-demand line task."""
-        from nidaqmx.constants import AcquisitionType, LineGrouping
+        from nidaqmx.constants import AcquisitionType, AOIdleOutputBehavior, LineGrouping
         self._ao = self._task() if ao else None
+        self._unguarded: list[str] = []
         for c in ao:
             with self._on(c):
-                self._ao.ao_channels.add_ao_voltage_chan(c.physical, min_val=c.low, max_val=c.high)
+                chan = self._ao.ao_channels.add_ao_voltage_chan(c.physical, min_val=c.low,
+                                                                max_val=c.high)
+                if not self._supported(lambda: setattr(chan, "ao_idle_output_behavior",
+                                                       AOIdleOutputBehavior.ZERO_VOLTS)):
+                    self._unguarded.append(f"{c.physical} keeps its voltage when idle")
         if ao:
             with self._on(ao[0]):
                 self._ao.timing.cfg_samp_clk_timing(
@@ -217,6 +242,45 @@ class NidaqBackend(Backend):
             with self._on(c):
                 self._do.do_channels.add_do_chan(c.physical,
                                                  line_grouping=LineGrouping.CHAN_PER_LINE)
+
+    @staticmethod
+    def _supported(configure) -> bool:
+        """Run ``configure``; False when the device does not support it (DAQmx -200452)."""
+        from nidaqmx import errors
+        try:
+            configure()
+        except errors.DaqError as e:
+            if e.error_code != NOT_SUPPORTED:
+                raise
+            return False
+        return True
+
+    def arm_watchdog(self, timeout: float) -> None:
+        """One committed watchdog timer task per device with outputs: expiration states =
+        the channels' safe values (see the module docstring); started by :meth:`start`."""
+        from nidaqmx.constants import Level, TaskMode, WatchdogAOExpirState
+        from nidaqmx.system.watchdog import WatchdogTask
+        from nidaqmx.types import AOExpirationState, DOExpirationState
+        self._check_open()
+        outputs = [c for c in self._channels if c.kind in ("ao", "do")]
+        unguarded = list(self._unguarded)
+        for device in dict.fromkeys(c.device for c in outputs):
+            ao = [c for c in outputs if c.device == device and c.kind == "ao"]
+            do = [c for c in outputs if c.device == device and c.kind == "do"]
+            with self._on((do or ao)[0]):
+                wd = WatchdogTask(device, timeout=timeout, grpc_options=self._options())
+                self._watchdogs.append(wd)
+                if do:
+                    wd.cfg_watchdog_do_expir_states(
+                        [DOExpirationState(c.physical, Level.HIGH if c.safe else Level.LOW)
+                         for c in do])
+                states = [AOExpirationState(c.physical, c.safe, WatchdogAOExpirState.VOLTAGE)
+                          for c in ao]
+                if ao and not self._supported(lambda: wd.cfg_watchdog_ao_expir_states(states)):
+                    unguarded += [f"{c.physical} is not covered by the {device} watchdog "
+                                  "(digital lines only)" for c in ao]
+                wd.control(TaskMode.TASK_COMMIT)
+        self.watchdog_note = "; ".join(unguarded)
 
     def _streams(self, n_ai: int, n_ci: int, n_ao: int, n_do: int) -> None:
         """Stream readers/writers and the preallocated buffers they fill."""
@@ -234,7 +298,7 @@ class NidaqBackend(Backend):
         self._ai_buf = np.zeros(n_ai)
         self._ci_buf = np.zeros(n_ci)
         self._ci_views = [self._ci_buf[k:k + 1] for k in range(n_ci)]
-        self._ao_buf, self._ao_zero = np.zeros(n_ao), np.zeros(n_ao)
+        self._ao_buf = np.zeros(n_ao)
         self._do_buf = np.zeros(n_do, dtype=bool)     # the lines as last written
         self._waiter = (_GrpcWaiter(self._grpc_channel, self._ai._handle, self.timeout)
                         if self.address else _LibWaiter(self._ai, self.timeout))
@@ -248,6 +312,9 @@ class NidaqBackend(Backend):
                 if task is not None:
                     task.start()
         self.safe_state()
+        with _driver_errors(self._outputs, self.address):
+            for wd in self._watchdogs:
+                wd.start()
         with _driver_errors(self._inputs, self.address):
             self._ai.start()
 
@@ -284,20 +351,29 @@ class NidaqBackend(Backend):
             if self._do_writer is not None and do is not None:
                 self._do_writer.write_one_sample_one_line(do, self.timeout)
 
+    def pet(self) -> None:
+        """Reset every watchdog timer; :class:`WatchdogExpired` if one has expired."""
+        with _driver_errors(self._outputs, self.address):
+            for wd in self._watchdogs:
+                wd.reset_timer()
+                if wd.expired:
+                    raise WatchdogExpired("the card's watchdog timer expired: the outputs it "
+                                          "covers are held in their safe state", wd.name)
+
     def safe_state(self) -> None:
-        """Analog outputs 0 V and digital lines False, now."""
+        """Every output at its channel's safe value, now."""
         if self._opened:
-            self._do_buf[:] = False
-            self._put(self._ao_zero, self._do_buf)
+            self._do_buf[:] = self._do_safe
+            self._put(self._ao_safe, self._do_buf)
 
     def close(self) -> None:
         """Stop and clear every task and close the gRPC channel (safe to call twice)."""
-        for task in self._tasks:
+        for task in [*self._tasks, *self._watchdogs]:
             try:
                 task.close()
             except Exception:  # closing after a failure: the first error is the one reported
                 pass
-        self._tasks = []
+        self._tasks, self._watchdogs = [], []
         self._opened = False
         if self._grpc_channel is not None:
             self._grpc_channel.close()

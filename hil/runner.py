@@ -11,6 +11,7 @@ generated, cached kernel) and runs it against a :class:`Backend`.  Each tick::
     commands <- the card sinks' driver slots (SI)
     commands clipped to the card range; safety.check(...)   # limits, non-finite, saturation
     commands -> volts; backend.write(ao_volts, enable_lines)
+    each quarter of its timeout: backend.pet()   # the card's hardware watchdog
     watchdog; timing and log row -> shared buffer (a writer process does the HDF5)
 
 Everything the loop touches is preallocated; ``gc`` is off while it runs.
@@ -61,7 +62,7 @@ from hapflow import __version__
 from hapflow.graph import Graph
 
 from . import realtime, safety
-from .backend import Backend, DaqError, by_kind
+from .backend import Backend, DaqError, WatchdogExpired, by_kind
 from .bindings import Bindings, bind
 from .cardports import sink_index, value_index
 from .clock import now_ns
@@ -275,7 +276,9 @@ class HilRunner:
                     interpreted=False, mode="hil", backend=backend_name, period_ns=self.period,
                     policy=f"max_overruns={self.policy.overruns_at(self.rate)}, "
                            f"max_lateness={self.policy.max_lateness:g} s, "
-                           f"saturation={self.policy.saturation}",
+                           f"saturation={self.policy.saturation}, "
+                           f"hardware_watchdog={self.policy.watchdog_timeout():g} s",
+                    hardware_watchdog_note=self.backend.watchdog_note,
                     channels="\n".join(f"{c.port}: {c.kind} {c.physical} scale {c.scale:g} "
                                        f"offset {c.offset:g} range [{c.low:g}, {c.high:g}]"
                                        for c in self.bindings.channels))
@@ -300,6 +303,11 @@ class HilRunner:
         duration = self.graph.duration if duration is None else float(duration)
         total = int(round(duration * self.rate))
         self.backend.open(self.bindings.channels, self.rate)
+        try:
+            self.backend.arm_watchdog(self.policy.watchdog_timeout())
+        except DaqError:
+            self.backend.close()
+            raise
         rec = None
         if out is not None:
             rec = HilRecorder(out, self._signals(), self.rate,
@@ -381,7 +389,10 @@ class _Loop:
         self.buf = self.buffers[0]
         self.j = self.which = 0             # row in the buffer, buffer in use
         self.ao = np.zeros(len(runner.ao))
-        self.enable = np.ones(len(runner.do), dtype=np.bool_)
+        self.enable = np.array([c.active for c in runner.do], dtype=np.bool_)
+        interval = runner.policy.pet_interval()
+        self.pet_ns = int(interval * 1e9) if np.isfinite(interval) else 2 ** 62
+        self.petted = -2 ** 62              # card time (ns) of the last pet
         self.prev_pos = np.zeros(runner.pos_index.size)
         self.where = np.zeros(1, dtype=np.int64)
         self.v_lo = np.array([c.low for c in runner.ai])
@@ -515,8 +526,12 @@ class _Loop:
                 try:
                     _volts(self.commands, *self.par_out, self.ao)
                     be.write(self.ao, self.enable)
+                    if edge - self.petted >= self.pet_ns:   # by the card's clock, which
+                        be.pet()                              # a slow loop does not slow
+                        self.petted = edge
                 except DaqError as exc:
-                    self.trip(tick, "DAQ error", str(exc))
+                    expired = isinstance(exc, WatchdogExpired)
+                    self.trip(tick, "hardware watchdog" if expired else "DAQ error", str(exc))
                     self._safe(tick)
                     self.commands[:] = 0.0
                     cut = True

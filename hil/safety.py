@@ -40,6 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from hapflow.errors import HapflowError
+
 OK, NONFINITE_INPUT, SATURATED, INPUT_LIMIT, VELOCITY, NONFINITE_COMMAND, COMMAND_LIMIT = range(7)
 REASONS = {NONFINITE_INPUT: "non-finite input", SATURATED: "saturated input",
            INPUT_LIMIT: "stroke limit", VELOCITY: "velocity limit",
@@ -48,6 +50,10 @@ REASONS = {NONFINITE_INPUT: "non-finite input", SATURATED: "saturated input",
 RAMPED = (INPUT_LIMIT, VELOCITY, COMMAND_LIMIT)
 """Trips after which the commands ramp to zero (the others cut them at once)."""
 
+HARDWARE_WATCHDOG_LATENESS = 5
+"""Default hardware watchdog timeout in lateness bounds (0.1 s; see :class:`Policy`)."""
+MAX_HARDWARE_WATCHDOG = 34.0
+"""Longest hardware watchdog timeout, s: X Series count (2^32 - 1) x 8 ns (34.4 s)."""
 OVERRUN_SPAN = 0.005
 """Default watchdog span of consecutive overruns, s (see :meth:`Policy.overruns_at`)."""
 MIN_OVERRUNS = 5
@@ -67,11 +73,42 @@ class Policy:
         A single lateness (s) that trips it.
     saturation : bool
         Trip on an analog input at its range limit.
+    hardware_watchdog : float, optional
+        Timeout of the card's hardware watchdog, s: when the loop has not
+        petted it for that long (killed, stopped, hung) the card itself puts
+        the outputs in the safe state.  It must exceed ``max_lateness``, so
+        that a loop still alive trips its own watchdog first.  Default
+        (see :meth:`watchdog_timeout`): 5 ``max_lateness`` (0.1 s).
     """
 
     max_overruns: int | None = None
     max_lateness: float = DEFAULT_MAX_LATENESS
     saturation: bool = True
+    hardware_watchdog: float | None = None
+
+    def __post_init__(self):
+        hw = self.hardware_watchdog
+        if hw is not None and not (MAX_HARDWARE_WATCHDOG >= hw > self.max_lateness):
+            raise HapflowError(f"the hardware watchdog timeout ({hw:g} s) must exceed the "
+                               f"lateness bound ({self.max_lateness:g} s), so that a loop that "
+                               "is alive trips its own watchdog first and stops safely, and be "
+                               f"at most {MAX_HARDWARE_WATCHDOG:g} s (the X Series timer); "
+                               "change --hw-watchdog or --max-lateness")
+
+    def watchdog_timeout(self) -> float:
+        """The hardware watchdog's timeout in s; -1 (never expires) when the default,
+        5 ``max_lateness``, is beyond what a card can time (a relaxed policy for runs
+        that are not in real time)."""
+        if self.hardware_watchdog is not None:
+            return float(self.hardware_watchdog)
+        timeout = HARDWARE_WATCHDOG_LATENESS * self.max_lateness
+        return timeout if timeout <= MAX_HARDWARE_WATCHDOG else -1.0
+
+    def pet_interval(self) -> float:
+        """Seconds of card time between two pets of the hardware watchdog: a quarter of
+        its timeout (inf when it never expires)."""
+        timeout = self.watchdog_timeout()
+        return timeout / 4 if timeout > 0 else math.inf
 
     def overruns_at(self, rate: float) -> int:
         """Consecutive overruns that trip the watchdog at ``rate`` Hz."""
@@ -92,7 +129,8 @@ class SafetyEvent:
         Controller time of that tick in s.
     kind : str
         ``force limit``, ``stroke limit``, ``velocity limit``, ``saturated input``,
-        ``non-finite input``, ``non-finite command``, ``watchdog``, ``DAQ error``,
+        ``non-finite input``, ``non-finite command``, ``watchdog``, ``hardware
+        watchdog`` (the card's timer expired), ``DAQ error``,
         ``SIGINT`` or ``SIGTERM``.
     message : str
         One line naming the port or channel and the values.

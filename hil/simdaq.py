@@ -11,6 +11,15 @@ host), and ``wait`` reports the sample late.  Injected timing faults: a
 at that sample (a host stall).  Unpaced, the clock is virtual and a ``late``
 fault holds nothing: the virtual clock passes over the edges the stall would
 have missed (deterministic stalls, for tests).
+
+Hardware watchdog: :meth:`SimDaq.arm_watchdog` arms the card's watchdog timer
+(:class:`~hapflow.hil.cardwatchdog.WatchdogTimer`) with the channels' safe
+outputs as expiration states; it counts on the sample clock, not in the
+loop: every edge the card runs, the ones it runs on its own during a host
+stall included, first checks it, so a host that does not pet it
+(:meth:`SimDaq.pet`) within the timeout finds the enable lines off and the
+analog outputs at their safe voltage from the edge at the expiry on, and its
+writes ignored.
 """
 from __future__ import annotations
 
@@ -21,7 +30,8 @@ import numpy as np
 
 from hapflow.graph import Graph
 
-from .backend import Backend, Channel, DaqError, by_kind
+from .backend import Backend, Channel, DaqError, WatchdogExpired, by_kind
+from .cardwatchdog import WatchdogTimer
 from .clock import Pacer, now_ns
 from .simrig import BITS, Fault, SimRig
 
@@ -63,14 +73,18 @@ class SimDaq(Backend):
         self.edges = 0
         self._edge: int | None = None
         self._stall = 0                         # ns of injected stall, unpaced
+        self.watchdog: WatchdogTimer | None = None
+        self.t0 = 0
 
     def open(self, channels: Sequence[Channel], rate: float) -> None:
         """Build and compile the simulated rig for ``channels`` at ``rate`` Hz."""
         self.rig = SimRig(self.graph, channels, rate, self.seed, self.faults, self.noise,
                           self.bits)
         self.pacer = Pacer(rate, self.spin)
-        self._ao = np.zeros(len(by_kind(channels, "ao")))
-        self._do = np.zeros(len(by_kind(channels, "do")), dtype=np.bool_)
+        self._safe_ao = np.array([c.safe for c in by_kind(channels, "ao")])
+        self._safe_do = np.array([bool(c.safe) for c in by_kind(channels, "do")], dtype=np.bool_)
+        self._ao = self._safe_ao.copy()
+        self._do = self._safe_do.copy()
         self._ai = np.zeros(len(by_kind(channels, "ai")))
         self._counts = np.zeros(len(by_kind(channels, "ci_encoder")), dtype=np.int64)
 
@@ -79,13 +93,25 @@ class SimDaq(Backend):
             raise DaqError("the simulated card is not open: call open() first")
         return self.rig
 
-    def start(self) -> None:
-        """Start the sample clock one period from now, outputs at 0 V and lines False."""
+    def arm_watchdog(self, timeout: float) -> None:
+        """Arm the card's watchdog timer: ``timeout`` s, expiration states = the safe outputs.
+
+        It starts with the sample clock (:meth:`start`)."""
         self._rig()
-        self._ao[:] = 0.0
-        self._do[:] = False
+        self.watchdog = WatchdogTimer(timeout)
+        self.watchdog.ao_states = dict(enumerate(self._safe_ao.tolist()))
+        self.watchdog.do_states = dict(enumerate(self._safe_do.tolist()))
+
+    def start(self) -> None:
+        """Start the sample clock one period from now, outputs in the safe state."""
+        self._rig()
+        self._ao[:] = self._safe_ao
+        self._do[:] = self._safe_do
         self._stall = 0
-        self.pacer.start() if self.paced else self.pacer.start(0)
+        first = self.pacer.start() if self.paced else self.pacer.start(0)
+        self.t0 = first                     # card time of the first edge, ns
+        if self.watchdog is not None:
+            self.watchdog.start(first)
 
     def wait(self) -> bool:
         """Sleep until the next edge, run the rig's edge(s); True if the sample is late."""
@@ -98,7 +124,9 @@ class SimDaq(Backend):
             self.pacer.deadline = deadline + (skipped + 1) * period
         self._edge = deadline + skipped * period
         late, dropped = 0.0, False
-        for _ in range(skipped + 1):            # timing faults of skipped edges count too
+        for i in range(skipped + 1):            # timing faults of skipped edges count too
+            if self.watchdog is not None:
+                self.watchdog.poll(deadline + i * period, self._ao, self._do)
             rig.exchange(self._ao, self._do, self._ai, self._counts)
             self.edges += 1
             edge_late, edge_dropped = rig.timing_fault(rig.tick - 1)
@@ -120,18 +148,33 @@ class SimDaq(Backend):
         counts[:] = self._counts
 
     def write(self, ao_volts: np.ndarray, do_states: np.ndarray) -> None:
-        """Hold the outputs; they reach the plant at the next edge."""
-        self._ao[:] = ao_volts
-        self._do[:] = do_states
+        """Hold the outputs; they reach the plant at the next edge (ignored once the
+        watchdog has expired)."""
+        if self.watchdog is None or not self.watchdog.expired:
+            self._ao[:] = ao_volts
+            self._do[:] = do_states
+
+    def pet(self) -> None:
+        """Reset the watchdog timer, at the time of the latest edge (the virtual clock,
+        unpaced) or now (paced); :class:`WatchdogExpired` if it has expired."""
+        wd = self.watchdog
+        if wd is None:
+            return
+        if wd.expired:
+            raise WatchdogExpired(f"the card's watchdog timer expired at t = "
+                                  f"{(wd.expired_at - self.t0) / 1e9:.4f} s, {wd.timeout:g} s after "
+                                  "the last reset: outputs held in the safe state")
+        wd.reset(now_ns() if self.paced else self._edge)
 
     def safe_state(self) -> None:
-        """0 V on every output and every line False (they reach the plant at the next edge)."""
-        self._ao[:] = 0.0
-        self._do[:] = False
+        """Every output at its safe value (they reach the plant at the next edge)."""
+        self._ao[:] = self._safe_ao
+        self._do[:] = self._safe_do
 
     def close(self) -> None:
-        """Release the rig."""
+        """Release the rig (and disarm the watchdog)."""
         self.rig = None
+        self.watchdog = None
 
 
 def _hold(seconds: float) -> None:

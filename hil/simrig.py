@@ -9,7 +9,8 @@ settings, so that their effects can be told apart from the delay's):
 - **analog outputs**: the volts written are clipped to the channel's range
   and quantised to ``bits`` (16) bits (``q = (high - low) / 2^bits``), then scaled to SI
   (``offset + scale * volts``) and applied to the bound plant input; with an
-  amplifier-enable line bound on a block and False, that block's commands are 0;
+  amplifier-enable line bound on a block and not at its active level (high, or
+  low for an active-low enable input), that block's commands are 0;
 - **analog inputs**: the bound plant output in SI is converted to volts
   (``(value - offset) / scale``), white Gaussian noise of ``noise`` V rms
   added, clipped to the range and quantised likewise (round to nearest,
@@ -206,6 +207,7 @@ class SimRig:
         self._ao_par, self._ai_par, self._ci_par = _arrays(self.ao), _arrays(self.ai), _arrays(self.ci)
         self._enable_of = [self._enable_line(c) for c in self.ao]
         self._enabled = np.ones(len(self.ao), dtype=np.bool_)
+        self._active = [c.active for c in self.do]
         self._noise_std = float(noise)
         self._seed = seed
         self._rng = np.random.default_rng(seed)
@@ -286,8 +288,8 @@ class SimRig:
         ao_volts : ndarray
             Analog outputs in V, in channel order (the host's latest write).
         do_states : ndarray of bool
-            Digital lines in channel order; an amplifier-enable line at False
-            zeroes the commands of its block.
+            Digital lines in channel order; an amplifier-enable line not at its
+            active level zeroes the commands of its block.
         ai_volts_out : ndarray
             Filled with the analog inputs in V sampled at this edge.
         counts_out : ndarray of int64
@@ -299,7 +301,7 @@ class SimRig:
             When an ``error`` fault is due at this sample.
         """
         for k, line in enumerate(self._enable_of):
-            self._enabled[k] = True if line is None else bool(do_states[line])
+            self._enabled[k] = True if line is None else bool(do_states[line]) == self._active[line]
         f = self.arrays["f"]
         _apply_outputs(f, self._ao_index, ao_volts, *self._ao_par, self._levels, self._enabled)
         a = self.arrays

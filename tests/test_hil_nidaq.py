@@ -411,6 +411,12 @@ class DirectRig(Backend):
         self.inp = [np.zeros(len(by_kind(channels, "ai"))),
                     np.zeros(len(by_kind(channels, "ci_encoder")), np.int64)]
 
+    def arm_watchdog(self, timeout):
+        pass                        # no clock of its own: the reference has no watchdog
+
+    def pet(self):
+        pass
+
     def start(self):
         pass
 
