@@ -104,7 +104,8 @@ def by_kind(channels: Sequence[Channel], kind: str) -> list[Channel]:
 class Backend(abc.ABC):
     """One DAQ card, hardware-timed single point at ``rate`` Hz.
 
-    The runner calls ``open``, ``arm_watchdog``, ``start``, then per tick
+    The runner calls ``device`` and ``self_test`` (the arm sequence,
+    :mod:`hapflow.hil.arm`), ``open``, ``arm_watchdog``, ``start``, then per tick
     ``wait``, ``read``, ``write`` and, often enough, ``pet``; ``safe_state``
     whenever it stops (also on errors), then ``close``.  Every method may
     raise :class:`DaqError`.
@@ -123,6 +124,22 @@ class Backend(abc.ABC):
     """False for a backend that runs as fast as possible on a virtual clock
     (the runner then measures no lateness; only samples the card reports late
     count as overruns)."""
+
+    @abc.abstractmethod
+    def device(self, name: str) -> tuple[str, dict[str, list[str]]]:
+        """The product type of device ``name`` and its physical channels by kind
+        (``{"ai": ["Dev1/ai0", ...], "do": ["Dev1/port0/line0", ...], ...}``).
+
+        Raises
+        ------
+        DaqError
+            When the device does not exist (listing those that do).
+        """
+
+    @abc.abstractmethod
+    def self_test(self, name: str) -> bool:
+        """Self-test device ``name``: True when it passed, False when the device has no
+        self-test; :class:`DaqError` when it failed."""
 
     @abc.abstractmethod
     def open(self, channels: Sequence[Channel], rate: float) -> None:

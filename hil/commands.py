@@ -7,6 +7,7 @@
                 [--unpaced]
                 [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
     hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
+    hapflow hil arm GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
     hapflow hil serve GRAPH [--port N] [--free-running] [--fault SPEC ...]
     hapflow report RUN.h5 [--plot timing.png]
 
@@ -175,6 +176,23 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hil_arm(args: argparse.Namespace) -> int:
+    """``hapflow hil arm``: the arm sequence (:mod:`hapflow.hil.arm`) without running."""
+    from hapflow.yamlio import load
+    from .arm import arm
+    from .bindings import bind
+    graph = load(args.graph)
+    backend = _backend(args, graph)
+    try:
+        for line in arm(backend, bind(graph)):
+            print(line)
+    finally:
+        backend.close()
+    print(f"armed: {args.graph} can run on this card (outputs untouched; 'hapflow run "
+          f"{args.graph} --mode hil' arms it again, then enables and runs)")
+    return 0
+
+
 def cmd_hil_serve(args: argparse.Namespace) -> int:
     """``hapflow hil serve``: the simulated NI-DAQmx gRPC device server (``grpc_sim``)."""
     from .grpc_sim import run_server
@@ -206,6 +224,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="which devices to list [sim]")
     check.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
     check.set_defaults(func=cmd_hil_check)
+    armp = hsub.add_parser("arm", help="check the card against the graph and self-test it",
+                           description="The arm sequence of a real-time run, without running: "
+                                       "each device's product type, every bound channel and "
+                                       "line among its physical channels, self-test.")
+    armp.add_argument("graph", help="YAML graph file")
+    armp.add_argument("--daq", choices=("sim", "nidaqmx"), default="sim",
+                      help="the simulated card [default] or NI-DAQmx")
+    armp.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
+    armp.set_defaults(func=cmd_hil_arm, fault=[], unpaced=False)
     serve = hsub.add_parser("serve", help="serve a graph's simulated rig as an NI-DAQmx gRPC "
                                           "device server",
                             description="Expose the graph's plant behind the simulated card "

@@ -87,15 +87,11 @@ import numpy as np
 
 from .backend import Channel, DaqError, by_kind
 from .cardwatchdog import WatchdogTimer
+from .products import PCIE_6351
 
-PRODUCT = "PCIe-6351"
+PRODUCT = PCIE_6351.name
 """Product type the simulated devices report."""
-
-_AI = tuple(f"ai{i}" for i in range(16))
-_AO = ("ao0", "ao1")
-_CTR = tuple(f"ctr{i}" for i in range(4))
-_DO = tuple(f"port{p}/line{i}" for p in range(3) for i in range(8))
-PHYSICAL = {"ai": _AI, "ao": _AO, "ci_encoder": _CTR, "do": _DO}
+PHYSICAL = PCIE_6351.channels
 """Physical channels of each kind on a simulated device (without the device prefix)."""
 RANGE_V = 10.0
 """Largest analog range of the simulated device, +-V (inputs and outputs)."""

@@ -24,6 +24,7 @@ so the real ``nidaqmx`` client code drives the simulated rig end to end:
 - system: ``GetSystemInfoAttributeString`` (device names),
   ``GetSystemInfoAttributeUInt32`` (driver version), ``GetDeviceAttributeString``
   (product type, physical channels), ``GetDeviceAttributeBool`` (is simulated),
+  ``SelfTestDevice`` (passes),
   ``GetErrorString``.
 
 Every other call answers ``UNIMPLEMENTED``, which the client reports as "not
@@ -279,6 +280,11 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
             self.card.physical_channels(request.device_name, "ai")
             return pb.GetDeviceAttributeBoolResponse(value=True)
         return _unsupported(context, "device attribute", request.attribute_raw)
+
+    @_daqmx
+    def SelfTestDevice(self, request, context):
+        self.card.physical_channels(request.device_name, "ai")  # checks the device
+        return pb.SelfTestDeviceResponse()
 
     def GetErrorString(self, request, context):
         return pb.GetErrorStringResponse(error_string=MESSAGES.get(request.error_code, ""))

@@ -163,6 +163,31 @@ class NidaqBackend(Backend):
                                    f"{', '.join(self.devices()) or '(none)'}", where) from None
                 raise
 
+    def device(self, name: str) -> tuple[str, dict[str, list[str]]]:
+        """Product type and physical channels of device ``name``, as NI-DAQmx reports them."""
+        import nidaqmx.system
+        from nidaqmx import errors
+        with _driver_errors(name, self.address):
+            dev = nidaqmx.system.Device(name, grpc_options=self._options())
+            try:
+                product = dev.product_type
+            except errors.DaqError as e:
+                if e.error_code == INVALID_DEVICE_ID:
+                    raise DaqError(f"no such device; devices present: "
+                                   f"{', '.join(self.devices()) or '(none)'}", name) from None
+                raise
+            return product, {"ai": dev.ai_physical_chans.channel_names,
+                             "ao": dev.ao_physical_chans.channel_names,
+                             "ci_encoder": dev.ci_physical_chans.channel_names,
+                             "do": dev.do_lines.channel_names}
+
+    def self_test(self, name: str) -> bool:
+        """DAQmxSelfTestDevice; False when the device has none."""
+        import nidaqmx.system
+        with _driver_errors(name, self.address):
+            dev = nidaqmx.system.Device(name, grpc_options=self._options())
+            return self._supported(dev.self_test_device)
+
     def devices(self) -> list[str]:
         """Names of the devices the driver (or the gRPC server) knows."""
         import nidaqmx.system

@@ -62,6 +62,7 @@ from hapflow import __version__
 from hapflow.graph import Graph
 
 from . import realtime, safety
+from .arm import arm
 from .backend import Backend, DaqError, WatchdogExpired, by_kind
 from .bindings import Bindings, bind
 from .cardports import sink_index, value_index
@@ -279,6 +280,7 @@ class HilRunner:
                            f"saturation={self.policy.saturation}, "
                            f"hardware_watchdog={self.policy.watchdog_timeout():g} s",
                     hardware_watchdog_note=self.backend.watchdog_note,
+                    arm_log="\n".join(self.arm_log),
                     channels="\n".join(f"{c.port}: {c.kind} {c.physical} scale {c.scale:g} "
                                        f"offset {c.offset:g} range [{c.low:g}, {c.high:g}]"
                                        for c in self.bindings.channels))
@@ -297,11 +299,14 @@ class HilRunner:
 
         Raises
         ------
+        GraphError
+            When the arm sequence finds a bound channel the card does not have.
         DaqError
-            When the card cannot be opened or started (nothing ran).
+            When the card cannot be queried, self-tested, opened or started (nothing ran).
         """
         duration = self.graph.duration if duration is None else float(duration)
         total = int(round(duration * self.rate))
+        self.arm_log = arm(self.backend, self.bindings)
         self.backend.open(self.bindings.channels, self.rate)
         try:
             self.backend.arm_watchdog(self.policy.watchdog_timeout())

@@ -33,6 +33,7 @@ from hapflow.graph import Graph
 from .backend import Backend, Channel, DaqError, WatchdogExpired, by_kind
 from .cardwatchdog import WatchdogTimer
 from .clock import Pacer, now_ns
+from .products import PCIE_6351
 from .simrig import BITS, Fault, SimRig
 
 
@@ -75,6 +76,14 @@ class SimDaq(Backend):
         self._stall = 0                         # ns of injected stall, unpaced
         self.watchdog: WatchdogTimer | None = None
         self.t0 = 0
+
+    def device(self, name: str) -> tuple[str, dict[str, list[str]]]:
+        """The simulated card: a PCIe-6351 (:data:`~hapflow.hil.products.PCIE_6351`)."""
+        return PCIE_6351.name, PCIE_6351.on(name)
+
+    def self_test(self, name: str) -> bool:
+        """The simulated card has nothing to fail: it passes."""
+        return True
 
     def open(self, channels: Sequence[Channel], rate: float) -> None:
         """Build and compile the simulated rig for ``channels`` at ``rate`` Hz."""

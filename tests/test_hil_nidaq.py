@@ -411,6 +411,13 @@ class DirectRig(Backend):
         self.inp = [np.zeros(len(by_kind(channels, "ai"))),
                     np.zeros(len(by_kind(channels, "ci_encoder")), np.int64)]
 
+    def device(self, name):
+        from hapflow.hil.products import PCIE_6351
+        return PCIE_6351.name, PCIE_6351.on(name)
+
+    def self_test(self, name):
+        return True
+
     def arm_watchdog(self, timeout):
         pass                        # no clock of its own: the reference has no watchdog
 

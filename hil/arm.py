@@ -1,0 +1,73 @@
+"""The arm sequence: what is checked and prepared before a real-time run enables the outputs.
+
+:func:`arm` runs, for every device the graph's bindings name, in this order:
+
+1. **product and channels**: the device's product type, and every bound
+   channel and line looked up among the device's physical channels (from
+   NI-DAQmx for a real card, from :mod:`hapflow.hil.products` for the
+   simulated one).  A channel the card does not have refuses the graph with
+   the file and line of its binding, the port, and what the product has;
+2. **self-test** of the device where NI-DAQmx supports it (DAQmxSelfTestDevice);
+   a failure refuses the run.
+
+Then the runner opens the tasks (each encoder counts from 0 at the arm
+position: positions and stroke limits are relative to where the carriage
+sits when armed -- there is no homing), drives the outputs to their safe
+state, arms the hardware watchdog and starts.  Each step is one line of the
+log that :func:`arm` returns; the runner stores it in the recording
+(``arm_log``) and ``hapflow hil arm`` prints it.
+"""
+from __future__ import annotations
+
+from hapflow.errors import GraphError
+
+from .backend import Backend
+from .bindings import Bindings
+
+
+def arm(backend: Backend, bindings: Bindings) -> list[str]:
+    """Check the bound channels against the devices and self-test them; return the log.
+
+    Raises
+    ------
+    GraphError
+        When a bound channel or line does not exist on its device, naming the
+        binding's file and line, the port, and the channels the product has.
+    DaqError
+        When a device is missing, cannot be queried or fails its self-test.
+    """
+    log = []
+    channels = bindings.channels
+    for device in dict.fromkeys(c.device for c in channels):
+        product, present = backend.device(device)
+        for c in (c for c in channels if c.device == device):
+            if c.physical not in present[c.kind]:
+                block, port = c.port.split(".")
+                raise GraphError(f"hardware {c.port}: {device} ({product}) has no {c.kind} "
+                                 f"channel {c.physical.split('/', 1)[1]!r}; it has "
+                                 f"{_span(present[c.kind])}", bindings.where[c.port],
+                                 block=block, port=port)
+        bound = [c for c in channels if c.device == device]
+        log.append(f"{device}: {product}; {len(bound)} bound channels present "
+                   f"({', '.join(c.physical.split('/', 1)[1] for c in bound)})")
+        log.append(f"{device}: self-test " + ("passed" if backend.self_test(device) else
+                                              "not supported by the device"))
+    encoders = [c.physical for c in channels if c.kind == "ci_encoder"]
+    if encoders:
+        log.append(f"encoder zero: {', '.join(encoders)} count from 0 at the arm position "
+                   "(no homing: positions and stroke limits are relative to it)")
+    return log
+
+
+def _span(names: list[str]) -> str:
+    """``ai0 .. ai15`` style summary of physical channel names, per port for lines."""
+    local = [n.split("/", 1)[1] for n in names]
+    if not local:
+        return "none"
+    groups: dict[str, list[str]] = {}
+    for name in local:
+        head, _, tail = name.rpartition("/")
+        groups.setdefault(head, []).append(tail)
+    return ", ".join(f"{head + '/' if head else ''}{tails[0]}..{tails[-1]}"
+                     if len(tails) > 1 else f"{head + '/' if head else ''}{tails[0]}"
+                     for head, tails in groups.items())

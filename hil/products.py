@@ -1,0 +1,46 @@
+"""What a DAQ product has: its physical channels, as NI specifies them.
+
+The simulated cards (``--daq sim`` and the gRPC device server) look like a
+PCIe-6351 (NI X Series: 16 analog inputs, 2 analog outputs, 4 counters,
+24 digital lines -- port0 line0..7 hardware-timed, port1 and port2 line0..7
+on the PFI 0-15 pins -- and a watchdog timer that covers the digital lines
+only).  A real card answers the same questions through NI-DAQmx (its product
+type and physical channel lists), so the arm sequence
+(:mod:`hapflow.hil.arm`) checks a graph against either the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Product:
+    """The physical channels of one DAQ product (without the device prefix).
+
+    Attributes
+    ----------
+    name : str
+        NI product type, e.g. ``"PCIe-6351"``.
+    channels : dict
+        Channel kind (``ai``, ``ao``, ``ci_encoder``, ``do``) -> physical
+        channel names, e.g. ``("ai0", ...)``, ``("port0/line0", ...)``.
+    self_test : bool
+        Whether NI-DAQmx can self-test it (DAQmxSelfTestDevice).
+    """
+
+    name: str
+    channels: dict[str, tuple[str, ...]]
+    self_test: bool = True
+
+    def on(self, device: str) -> dict[str, list[str]]:
+        """The physical channels of kind -> ``DEVICE/channel`` names on ``device``."""
+        return {kind: [f"{device}/{p}" for p in names] for kind, names in self.channels.items()}
+
+
+PCIE_6351 = Product("PCIe-6351", {
+    "ai": tuple(f"ai{i}" for i in range(16)),
+    "ao": ("ao0", "ao1"),
+    "ci_encoder": tuple(f"ctr{i}" for i in range(4)),
+    "do": tuple(f"port{p}/line{i}" for p in range(3) for i in range(8)),
+})
+"""NI PCIe-6351 (X Series) specifications: 16 AI, 2 AO, 4 counters, 3 ports of 8 lines."""
