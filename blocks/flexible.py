@@ -92,9 +92,8 @@ def _combine(p, so, size, d, fo, do):
 
 
 @njit_noalloc(cache=True)
-def _cholesky_solve(d, ao, n, bo, ncols):
-    """Solve ``A X = B`` in place (``A`` SPD n x n at ``ao``, overwritten by its factor; ``B``
-    n x ncols at ``bo``, overwritten by ``X``), both row-major in ``d``."""
+def cholesky_factor(d, ao, n):
+    """Overwrite the SPD n x n matrix at ``ao`` (row-major in ``d``) by its lower Cholesky factor."""
     for j in range(n):
         s = d[ao + j * n + j]
         for k in range(j):
@@ -106,6 +105,12 @@ def _cholesky_solve(d, ao, n, bo, ncols):
             for k in range(j):
                 v -= d[ao + i * n + k] * d[ao + j * n + k]
             d[ao + i * n + j] = v / s
+
+
+@njit_noalloc(cache=True)
+def cholesky_substitute(d, ao, n, bo, ncols):
+    """Solve ``L L' X = B`` in place with the factor ``L`` at ``ao``; ``B`` (n x ncols at ``bo``,
+    row-major in ``d``) is overwritten by ``X``."""
     for c in range(ncols):
         for i in range(n):
             v = d[bo + i * ncols + c]
@@ -117,6 +122,14 @@ def _cholesky_solve(d, ao, n, bo, ncols):
             for k in range(i + 1, n):
                 v -= d[ao + k * n + i] * d[bo + k * ncols + c]
             d[bo + i * ncols + c] = v / d[ao + i * n + i]
+
+
+@njit_noalloc(cache=True)
+def cholesky_solve(d, ao, n, bo, ncols):
+    """Solve ``A X = B`` in place (``A`` SPD n x n at ``ao``, overwritten by its factor; ``B``
+    n x ncols at ``bo``, overwritten by ``X``), both row-major in ``d``."""
+    cholesky_factor(d, ao, n)
+    cholesky_substitute(d, ao, n, bo, ncols)
 
 
 @njit_noalloc(cache=True)
@@ -136,7 +149,7 @@ def _basis(p, d):
         for j in range(NM):
             mj = int(p[PMA + j])
             d[DG + i * NM + j] = -d[DK + ui * NU + int(p[PIN + mj - NQ])] if mj >= NQ else 0.0
-    _cholesky_solve(d, DKSS, NS, DG, NM)
+    cholesky_solve(d, DKSS, NS, DG, NM)
     for i in range(NS):
         row = DH + int(p[PSL + i]) * R
         for j in range(NM):
@@ -223,7 +236,7 @@ def _full_mass(p, d):
 
 
 @njit_noalloc(cache=True)
-def _product(d, ao, at, bo, co, rows, inner, cols):
+def product(d, ao, at, bo, co, rows, inner, cols):
     """``C = op(A) B`` in ``d``, row-major: ``A`` is rows x inner (inner x rows if ``at``:
     transposed), ``B`` inner x cols, ``C`` rows x cols."""
     for i in range(rows):
@@ -238,10 +251,10 @@ def _product(d, ao, at, bo, co, rows, inner, cols):
 @njit_noalloc(cache=True)
 def _reduce_and_solve(p, x, d, dx):
     """``H' Mf H z'' = H' g`` into ``dx`` (with ``z'`` first)."""
-    _product(d, DMF, False, DH, DMH, N, N, R)
-    _product(d, DH, True, DMH, DMR, R, N, R)
-    _product(d, DH, True, DGV, DRHS, R, N, 1)
-    _cholesky_solve(d, DMR, R, DRHS, 1)
+    product(d, DMF, False, DH, DMH, N, N, R)
+    product(d, DH, True, DMH, DMR, R, N, R)
+    product(d, DH, True, DGV, DRHS, R, N, 1)
+    cholesky_solve(d, DMR, R, DRHS, 1)
     for i in range(R):
         dx[i] = x[R + i]
         dx[R + i] = d[DRHS + i]
@@ -260,12 +273,18 @@ def flex_gauges(p, x, d, gamma):
     for g in range(NG):
         v = 0.0
         for i in range(NIN):
-            ii = int(p[PIN + i])
-            c = 0.0
-            for k in range(NF):
-                c += d[DF + k] * p[PG + k * NG * NU + g * NU + ii]
-            v += c * d[DX + NQ + i]
+            v += gauge_weight(p, d, g, i) * d[DX + NQ + i]
         gamma[g] = v
+
+
+@njit_noalloc(cache=True)
+def gauge_weight(p, d, g, i):
+    """Curvature ``g`` per unit of the elastic dof ``u_in[i]`` at the features in ``d``."""
+    ii = int(p[PIN + i])
+    c = 0.0
+    for k in range(NF):
+        c += d[DF + k] * p[PG + k * NG * NU + g * NU + ii]
+    return c
 
 
 @lru_cache(maxsize=None)
@@ -284,6 +303,11 @@ def _model_arrays() -> np.ndarray:
         raise RuntimeError(f"FlexibleLink: the model packs {flat.size + 2} values, the kernels "
                            f"expect {P_SIZE}")
     return flat
+
+
+def packed_model(alpha: float, beta: float) -> np.ndarray:
+    """The ``p`` of the kernels here: Rayleigh ``alpha`` (1/s), ``beta`` (s), then the model."""
+    return np.concatenate([[alpha, beta], _model_arrays()])
 
 
 class FlexibleLink(Block):
@@ -318,7 +342,7 @@ class FlexibleLink(Block):
     dstate = D_SIZE
 
     def pack(self) -> np.ndarray:
-        return np.concatenate([[self.alpha, self.beta], _model_arrays()])
+        return packed_model(self.alpha, self.beta)
 
     def initial_state(self):
         from hapflow.flex.manipulator import Q_STAR

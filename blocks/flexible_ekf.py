@@ -1,0 +1,390 @@
+"""Chapter 6 of seed 004: the EKF on the reduced flexible manipulator, and the torque meters
+that feed it.
+
+:class:`FlexibleLinkEKF` estimates the 26 states ``w = (z, z')`` of the
+13-dof configuration-dependent model of :mod:`hapflow.blocks.flexible` from
+the measured motor torques (inputs of the model), the joint angles
+``q1 q2 q3`` and the curvatures ``gamma1 gamma2 gamma4`` (eq. 6.6).  It
+uses the model's own kernels (:func:`~hapflow.blocks.flexible.flex_rate`,
+:func:`~hapflow.blocks.flexible.flex_gauges`), no second copy:
+
+- prediction: classical RK4 of eq. 6.3 over one sample (the thesis: RK4 at
+  0.1 ms), the torques held over the step;
+- covariance: ``P <- Phi P Phi' + Gamma Sigma_T Gamma'`` with the state
+  matrix of eq. 6.3, ``A = [[0, I], [-M~^-1 K~, -M~^-1 C~]]``, taken at the
+  start of the step (the matrices the first RK4 stage computes anyway) and
+  ``Phi`` the RK4 polynomial of ``A dt`` -- the transition RK4 gives the
+  model frozen over the step.  As in eq. 6.3, the derivatives of ``M~, K~,
+  C~, L~`` with respect to ``q`` are not part of the Jacobian, and ``C~``
+  keeps eq. 6.3's form (its velocity-squared part enters once, not twice);
+- process noise: the torque-meter noise only, through the input matrix
+  ``Gamma = [dt^2/2 M~^-1 L~; dt M~^-1 L~]`` -- no tuned model-error term;
+- correction: the measurement Jacobian is exact in the elastic coordinates
+  (curvatures are linear in them) and neglects the curvature rows' change
+  with ``q`` (they multiply elastic displacements of micrometres).
+
+Assumptions where the thesis gives no number (section 6.2 names only the
+torque noise): the angle noise is the quantisation of the sensors of
+section 4.2 (MKD drives 1.534e-3 deg, the Parker's 4096 ppr encoder:
+``step / sqrt(12)``); the curvature noise defaults to 1e-4 1/m, 1.5 micro-
+strain on the 30 mm rods (strain = curvature x radius).  Correction, then
+prediction, at every sample: the outputs are the prior estimate for the
+current sample, time-aligned with the plant's outputs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from hapflow.block import Block
+from hapflow.jit import njit_noalloc
+from hapflow.names import Derived
+from hapflow.params import Live, Structural, between, nonnegative, positive
+from hapflow.ports import In, Out
+from hapflow.rng import normal
+
+from .flexible import (D_SIZE, DH, DK, DM, DMR, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE, PA,
+                       PB, PIN, PTQ, R, cholesky_solve, cholesky_substitute, flex_gauges,
+                       flex_rate, gauge_weight, packed_model)
+
+W = 2 * R                  # states of the reduced model (26)
+NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
+NC = W + NTQ               # columns of M~^-1 [K~ C~ L~]
+ENCODER_MKD = math.radians(1.534e-3) / math.sqrt(12.0)    # rad, MKD041/MKD090 drives
+ENCODER_PARKER = 2.0 * math.pi / 4096 / math.sqrt(12.0)    # rad, 4096 ppr encoder
+
+
+@njit_noalloc(cache=True)
+def _force_column(p, d, j, hu, v):
+    """Generalised force over ``(q, u_in)`` into ``d[v:]`` per unit of column ``j`` of
+    ``[z, z', torque]`` with the matrices of eq. 6.3 that ``flex_rate`` left in ``d``:
+    ``Kf h``, ``Cv h`` or ``L e_k`` (signs as in eq. 6.3's right-hand side)."""
+    for i in range(N):
+        d[v + i] = 0.0
+    if j >= W:                                   # torque k on its dof: L e_k = (S' e_k, 0)
+        td = int(p[PTQ + j - W])
+        for a in range(NQ):
+            d[v + a] = d[DS + td * NQ + a]
+        return
+    col = j % R
+    for i in range(NU):
+        d[hu + i] = 0.0
+    for i in range(NIN):
+        d[hu + int(p[PIN + i])] = d[DH + (NQ + i) * R + col]
+    if j < R:                                    # -Kf h: elastic rows only
+        for i in range(NIN):
+            ii = int(p[PIN + i])
+            s = 0.0
+            for k in range(NU):
+                s += d[DK + ii * NU + k] * d[hu + k]
+            d[v + NQ + i] = -s
+        return
+    alpha, beta = p[PA], p[PB]                   # -Cv h: t = M (Sd h_q + alpha h_u) + beta K h_u
+    s1, t = hu + NU, hu + 2 * NU
+    for k in range(NU):
+        s = alpha * d[hu + k]
+        for a in range(NQ):
+            s += d[DSD + k * NQ + a] * d[DH + a * R + col]
+        d[s1 + k] = s
+    for i in range(NU):
+        s = 0.0
+        for k in range(NU):
+            s += d[DM + i * NU + k] * d[s1 + k] + beta * d[DK + i * NU + k] * d[hu + k]
+        d[t + i] = s
+        for a in range(NQ):
+            d[v + a] -= d[DS + i * NQ + a] * s
+    for i in range(NIN):
+        d[v + NQ + i] = -d[t + int(p[PIN + i])]
+
+
+@njit_noalloc(cache=True)
+def state_matrix(p, d, ab, hu, v):
+    """``M~^-1 [-K~, -C~, L~]`` (R x NC, row-major at ``ab``): the lower rows of eq. 6.3's
+    state and input matrices at the state ``flex_rate`` was last called with.
+
+    ``hu`` is scratch of ``3 NU`` values and ``v`` of ``N``; ``flex_rate`` left the
+    Cholesky factor of ``M~`` in ``d``.
+    """
+    for j in range(NC):
+        _force_column(p, d, j, hu, v)
+        for r in range(R):
+            s = 0.0
+            for i in range(N):
+                s += d[DH + i * R + r] * d[v + i]
+            d[ab + r * NC + j] = s
+    cholesky_substitute(d, DMR, R, ab, NC)
+
+
+@njit_noalloc(cache=True)
+def _horner_step(d, ab, xo, to, c):
+    """``T = I + c A X`` with ``A = [[0, I], [A21, A22]]`` (W x W at ``xo``, ``to``)."""
+    for i in range(R):
+        for j in range(W):
+            d[to + i * W + j] = c * d[xo + (R + i) * W + j]
+    for i in range(R):
+        for j in range(W):
+            s = 0.0
+            for k in range(W):
+                s += d[ab + i * NC + k] * d[xo + k * W + j]
+            d[to + (R + i) * W + j] = c * s
+    for i in range(W):
+        d[to + i * W + i] += 1.0
+
+
+@njit_noalloc(cache=True)
+def transition(d, ab, phi, tmp, dt):
+    """``Phi = I + A dt + (A dt)^2/2 + (A dt)^3/6 + (A dt)^4/24`` (RK4's transition) at ``phi``."""
+    for i in range(W * W):
+        d[phi + i] = 0.0
+    for i in range(W):
+        d[phi + i * W + i] = 1.0
+    for c in (dt / 4.0, dt / 3.0, dt / 2.0, dt):
+        _horner_step(d, ab, phi, tmp, c)
+        for i in range(W * W):
+            d[phi + i] = d[tmp + i]
+
+
+@njit_noalloc(cache=True)
+def propagate(d, ab, phi, po, tmp, dt, torque_var):
+    """``P <- Phi P Phi' + Gamma diag(torque_var) Gamma'`` in place at ``po``."""
+    for i in range(W):
+        for j in range(W):
+            s = 0.0
+            for k in range(W):
+                s += d[phi + i * W + k] * d[po + k * W + j]
+            d[tmp + i * W + j] = s
+    for i in range(W):
+        for j in range(i, W):
+            s = 0.0
+            for k in range(W):
+                s += d[tmp + i * W + k] * d[phi + j * W + k]
+            for k in range(NTQ):
+                gi = d[ab + (i % R) * NC + W + k] * (dt * dt / 2.0 if i < R else dt)
+                gj = d[ab + (j % R) * NC + W + k] * (dt * dt / 2.0 if j < R else dt)
+                s += torque_var[k] * gi * gj
+            d[po + i * W + j] = s
+            d[po + j * W + i] = s
+
+
+@njit_noalloc(cache=True)
+def measurement_rows(p, d, hm):
+    """``dy/dw`` (NY x W at ``hm``) at the features and basis ``flex_gauges`` left in ``d``."""
+    for i in range(NY * W):
+        d[hm + i] = 0.0
+    for a in range(NQ):
+        d[hm + a * W + a] = 1.0
+    for g in range(NG):
+        for i in range(NIN):
+            c = gauge_weight(p, d, g, i)
+            if c != 0.0:
+                for j in range(R):
+                    d[hm + (NQ + g) * W + j] += c * d[DH + (NQ + i) * R + j]
+
+
+class FlexibleLinkEKF(Block):
+    """Extended Kalman filter on the 13-dof reduced flexible manipulator (seed 004, chapter 6).
+
+    Discrete, at its sample time (the graph's rate unless ``rate`` is given;
+    the thesis: 10 kHz).  Starts at rest at ``q*`` like :class:`~hapflow.blocks.flexible.FlexibleLink`,
+    with the initial standard deviations below.  See the module notes for the
+    algorithm and its assumptions.
+
+    Ports
+    -----
+    t1, t2, t3 : in, (1,), N*m    measured motor torques (links 1, 2, 5)
+    q          : in, (3,), rad    measured joint angles q1 q2 q3
+    gamma      : in, (3,), 1/m    measured curvatures gamma1 gamma2 gamma4
+    q_hat      : out, (3,), rad   estimated ERLS coordinates
+    elastic    : out, (6,), m     estimated elastic masters x4 y5 x14 y15 x25 x26
+    w          : out, (26,)       estimated state (z, z') of the reduced model
+    """
+
+    inputs = {"t1": In(1, unit="N*m", doc="measured torque on link 1"),
+              "t2": In(1, unit="N*m", doc="measured torque on link 2"),
+              "t3": In(1, unit="N*m", doc="measured torque on link 5"),
+              "q": In(3, unit="rad", doc="measured q1 q2 q3"),
+              "gamma": In(3, unit="1/m", doc="measured curvatures gamma1 gamma2 gamma4")}
+    outputs = {"q_hat": Out(3, unit="rad", depends="state", doc="estimated q1 q2 q3"),
+               "elastic": Out(6, unit="m", depends="state",
+                              doc="estimated x4 y5 x14 y15 x25 x26"),
+               "w": Out(W, depends="state", doc="estimated state (z, z')")}
+    params = {"t1_std": Live(0.03, unit="N*m", check=nonnegative,
+                             doc="torque noise on t1 (0.2 % of the 15 N m meter)"),
+              "t2_std": Live(0.12, unit="N*m", check=nonnegative,
+                             doc="torque noise on t2 (0.2 % of the 60 N m meter)"),
+              "t3_std": Live(0.004, unit="N*m", check=nonnegative,
+                             doc="torque noise on t3 (0.2 % of the 2 N m meter)"),
+              "q12_std": Live(ENCODER_MKD, unit="rad", check=positive,
+                              doc="noise of q1, q2 (MKD drive resolution / sqrt 12)"),
+              "q3_std": Live(ENCODER_PARKER, unit="rad", check=positive,
+                             doc="noise of q3 (4096 ppr / sqrt 12)"),
+              "gamma_std": Live(1e-4, unit="1/m", check=positive, doc="curvature noise"),
+              "q0_std": Live(1e-3, unit="rad", check=positive, doc="initial std of q"),
+              "u0_std": Live(1e-5, unit="m", check=positive,
+                             doc="initial std of the elastic and modal coordinates"),
+              "v0_std": Live(1e-3, check=positive, doc="initial std of the rates (unit/s)"),
+              "alpha": Live(1.0, unit="1/s", check=nonnegative, doc="model's Rayleigh alpha"),
+              "beta": Live(2e-6, unit="s", check=nonnegative, doc="model's Rayleigh beta")}
+    derived = {"dt": Derived(lambda b: b.sample_time, unit="s", doc="sample time"),
+               "model": Derived(lambda b: packed_model(b.alpha, b.beta), size=P_SIZE,
+                                doc="the reduced model (blocks/flexible.py)")}
+    dstate = {"flex": D_SIZE, "w": W, "P": W * W, "phi": W * W, "tmp": W * W, "ab": R * NC,
+              "hu": 3 * NU, "v": N, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
+              "y": NY, "var": NTQ, "k": 4 * W, "stage": W, "torque": NTQ}
+
+    def initial_state(self):
+        from hapflow.flex.manipulator import Q_STAR
+        x, d, m = super().initial_state()
+        D = self.D
+        d[D.w:D.w + NQ] = Q_STAR
+        std = np.concatenate([np.full(NQ, self.q0_std), np.full(R - NQ, self.u0_std),
+                              np.full(R, self.v0_std)])
+        d[D.P:D.P + W * W] = np.diag(std ** 2).ravel()
+        return x, d, m
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, t1, t2, t3, q, gamma, q_hat, elastic, w):
+        for i in range(NQ):
+            q_hat[i] = d[EKF_D.w + i]
+        for i in range(6):
+            elastic[i] = d[EKF_D.w + NQ + i]
+        for i in range(W):
+            w[i] = d[EKF_D.w + i]
+
+    @staticmethod
+    @njit
+    def update(t, x, d, m, p, t1, t2, t3, q, gamma):
+        d[EKF_D.torque], d[EKF_D.torque + 1], d[EKF_D.torque + 2] = t1[0], t2[0], t3[0]
+        for i in range(NQ):
+            d[EKF_D.y + i] = q[i]
+            d[EKF_D.y + NQ + i] = gamma[i]
+        ekf_step(p, d)
+
+
+@njit(cache=True)
+def ekf_step(p, d):
+    """One EKF sample: correct with the measurements at ``d[y]``, predict over ``dt`` with the
+    torques at ``d[torque]`` (``p``, ``d`` laid out as :class:`FlexibleLinkEKF`'s)."""
+    model = p[EKF.model:]
+    correct(p, model, d)
+    predict(p, model, d)
+
+
+@njit_noalloc(cache=True)
+def correct(p, model, d):
+    """Kalman update of ``d[w]``, ``d[P]`` with the measurements ``d[y]``."""
+    D = EKF_D
+    w = d[D.w:D.w + W]
+    e = d[D.v:D.v + NY]                             # innovation (scratch in v)
+    flex_gauges(model, w, d, e[NQ:])
+    measurement_rows(model, d, D.hm)
+    for a in range(NQ):
+        e[a] = d[D.y + a] - w[a]
+    for g in range(NG):
+        e[NQ + g] = d[D.y + NQ + g] - e[NQ + g]
+    for i in range(W):
+        for a in range(NY):
+            s = 0.0
+            for j in range(W):
+                s += d[D.P + i * W + j] * d[D.hm + a * W + j]
+            d[D.pht + i * NY + a] = s
+            d[D.kt + a * W + i] = s
+    for a in range(NY):
+        for b in range(NY):
+            s = 0.0
+            for j in range(W):
+                s += d[D.hm + a * W + j] * d[D.pht + j * NY + b]
+            d[D.S + a * NY + b] = s
+    d[D.S] += p[EKF.q12_std] ** 2
+    d[D.S + NY + 1] += p[EKF.q12_std] ** 2
+    d[D.S + 2 * NY + 2] += p[EKF.q3_std] ** 2
+    for g in range(NG):
+        d[D.S + (NQ + g) * (NY + 1)] += p[EKF.gamma_std] ** 2
+    cholesky_solve(d, D.S, NY, D.kt, W)             # kt = S^-1 Hm P = K'
+    for i in range(W):
+        s = 0.0
+        for a in range(NY):
+            s += d[D.kt + a * W + i] * e[a]
+        w[i] += s
+    for i in range(W):
+        for j in range(i, W):
+            s = 0.0
+            for a in range(NY):
+                s += d[D.pht + i * NY + a] * d[D.kt + a * W + j]
+            v = 0.5 * (d[D.P + i * W + j] + d[D.P + j * W + i]) - s
+            d[D.P + i * W + j] = v
+            d[D.P + j * W + i] = v
+
+
+@njit_noalloc(cache=True)
+def predict(p, model, d):
+    """RK4 of ``d[w]`` and the covariance over one sample, torques ``d[torque]`` held."""
+    D = EKF_D
+    dt = p[EKF.dt]
+    w, stage, tq = d[D.w:D.w + W], d[D.stage:D.stage + W], d[D.torque:D.torque + NTQ]
+    k = d[D.k:D.k + 4 * W]
+    flex_rate(model, w, tq, d, k[:W])
+    state_matrix(model, d, D.ab, D.hu, D.v)
+    for s in range(1, 4):
+        h = dt if s == 3 else 0.5 * dt
+        for i in range(W):
+            stage[i] = w[i] + h * k[(s - 1) * W + i]
+        flex_rate(model, stage, tq, d, k[s * W:(s + 1) * W])
+    for i in range(W):
+        w[i] += dt / 6.0 * (k[i] + 2.0 * k[W + i] + 2.0 * k[2 * W + i] + k[3 * W + i])
+    var = d[D.var:D.var + NTQ]
+    var[0], var[1], var[2] = p[EKF.t1_std] ** 2, p[EKF.t2_std] ** 2, p[EKF.t3_std] ** 2
+    transition(d, D.ab, D.phi, D.tmp, dt)
+    propagate(d, D.ab, D.phi, D.P, D.tmp, dt, var)
+
+
+class TorqueMeter(Block):
+    """A torque meter read through an ADC: Gaussian noise, then quantisation (section 6.2).
+
+    ``y = step * round((u + n) / step)``, ``n`` of standard deviation
+    ``noise * full_scale`` drawn once per sample from the block's stream,
+    ``step = 2 full_scale / 2^adc_bits``: the meter's full scale spans the
+    ADC's input range (the thesis: +-10 V), codes clip at ``-full_scale``
+    and ``full_scale - step``.
+
+    Ports
+    -----
+    u : in, (1,), N*m    true torque
+    y : out, (1,), N*m   measured torque
+    """
+
+    inputs = {"u": In(1, unit="N*m", doc="true torque")}
+    outputs = {"y": Out(1, unit="N*m", doc="measured torque")}
+    params = {"full_scale": Live(15.0, unit="N*m", check=positive, doc="meter full scale"),
+              "noise": Live(0.002, check=nonnegative, doc="noise std as a fraction of full scale"),
+              "adc_bits": Structural(24, kind="int", check=between(1, 48), doc="ADC resolution")}
+    derived = {"step": Derived(lambda b: 2.0 * b.full_scale / 2.0 ** b.adc_bits, unit="N*m",
+                               doc="ADC step in torque")}
+    dstate = ("sample",)
+    random_streams = 1
+
+    @staticmethod
+    @njit
+    def init(x, d, m, p):
+        d[METER_D.sample] = p[METER.noise] * p[METER.full_scale] * normal(m, 0)
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, u, y):
+        step = p[METER.step]
+        half = p[METER.full_scale] / step
+        code = min(max(math.floor((u[0] + d[METER_D.sample]) / step + 0.5), -half), half - 1.0)
+        y[0] = code * step
+
+    @staticmethod
+    @njit
+    def update(t, x, d, m, p, u):
+        d[METER_D.sample] = p[METER.noise] * p[METER.full_scale] * normal(m, 0)
+
+
+# the offsets their kernels name
+EKF, EKF_D = FlexibleLinkEKF.P, FlexibleLinkEKF.D
+METER, METER_D = TorqueMeter.P, TorqueMeter.D

@@ -1,0 +1,128 @@
+"""The reduced-model EKF of seed 004 chapter 6 (blocks/flexible_ekf.py): its linearisation
+against the model, its torque meters, and graphs/flexible_link_ekf.yaml over the thesis's 3 s."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.linalg
+from scipy.signal import find_peaks
+
+import hapflow
+from hapflow.blocks.flexible import D_SIZE, R, flex_rate, packed_model
+from hapflow.blocks.flexible_ekf import NC, W, FlexibleLinkEKF, TorqueMeter, state_matrix
+from hapflow.blocks.sources import Constant
+from hapflow.flex.erls_reduction import reduce_erls
+from hapflow.flex.manipulator import MASTERS, Q_STAR, TABLE_5_5, manipulator
+
+GRAPH = Path(__file__).resolve().parents[1] / "graphs" / "flexible_link_ekf.yaml"
+DRIVE_HZ = (8.0, 10.0, 11.0)                            # eq. 6.7
+
+
+@pytest.fixture(scope="module")
+def run():
+    """The graph for the thesis's 3 s: arm, torque meters, observer (one compile)."""
+    return hapflow.Simulation(hapflow.load(GRAPH)).run(progress=False)
+
+
+def test_state_matrix_is_the_models_jacobian_where_eq_6_3_is_exact():
+    # at q' = 0 the rate is linear in the elastic coordinates, in z' and in the torques (the
+    # matrices depend on q only, the velocity-squared term has zero slope): A and B of eq. 6.3
+    # must equal central differences of flex_rate there
+    block = FlexibleLinkEKF()
+    model = packed_model(block.alpha, block.beta)
+    rng = np.random.default_rng(3)
+    w = np.concatenate([Q_STAR + rng.uniform(-0.3, 0.3, 3), 1e-4 * rng.standard_normal(R - 3),
+                        np.zeros(3), 1e-2 * rng.standard_normal(R - 3)])
+    torque = np.array([1.0, -3.0, 0.2])
+    d, rate = np.zeros(block.dstate), np.zeros(W)
+    flex_rate(model, w, torque, d, rate)
+    D = block.D
+    state_matrix(model, d, D.ab, D.hu, D.v)
+    got = d[D.ab:D.ab + R * NC].reshape(R, NC)
+    scratch, out = np.zeros(D_SIZE), np.zeros(W)
+    for j in [*range(3, NC)]:                            # all but the q columns
+        step = 1e-6 if j < W else 1e-3
+        col = np.zeros(R)
+        for sign in (1.0, -1.0):
+            ws, ts = w.copy(), torque.copy()
+            if j < W:
+                ws[j] += sign * step
+            else:
+                ts[j - W] += sign * step
+            flex_rate(model, ws, ts, scratch, out)
+            col += sign * out[R:] / (2 * step)
+        assert got[:, j] == pytest.approx(col, abs=1e-4 * np.abs(col).max()), j
+
+
+def test_torque_meter_noise_and_converter():
+    # 0.2 % of full scale, 24 bits across the meter's range; a coarse 4-bit meter shows the
+    # rounding and the clipping at -FS and FS - step
+    g = hapflow.Graph(name="torque_meter_test", rate=1000.0, duration=2.0, seed=3)
+    g.add("torque", Constant(value=[0.9], unit="N*m"))
+    g.add("meter", TorqueMeter(full_scale=60.0))
+    g.add("coarse", TorqueMeter(full_scale=2.0, noise=0.0, adc_bits=4))
+    g.add("over", Constant(value=[5.0], unit="N*m"))
+    g.add("clipped", TorqueMeter(full_scale=2.0, noise=0.0, adc_bits=4))
+    g.wire("torque.y -> meter.u")
+    g.wire("torque.y -> coarse.u")
+    g.wire("over.y -> clipped.u")
+    g.record("meter.y", "coarse.y", "clipped.y")
+    out = hapflow.Simulation(g).run(progress=False)
+    noise = out["meter.y"][:, 0] - 0.9
+    assert np.std(noise) == pytest.approx(0.002 * 60.0, rel=0.05)
+    assert abs(np.mean(noise)) < 4 * 0.12 / np.sqrt(len(noise))
+    step24 = 2 * 60.0 / 2 ** 24
+    assert np.abs(out["meter.y"] / step24 - np.round(out["meter.y"] / step24)).max() < 1e-6
+    assert out["coarse.y"] == pytest.approx(1.0)        # 0.9 to the nearest 0.25
+    assert out["clipped.y"] == pytest.approx(2.0 - 0.25)
+
+
+def _thirds_rms(error):
+    n = len(error) // 3
+    return [np.sqrt(np.mean(error[k * n:(k + 1) * n] ** 2, axis=0)) for k in range(3)]
+
+
+def test_estimates_do_not_drift_over_3_s(run):
+    # section 6.2: "no drift affects the estimates". Error of every estimated angle and elastic
+    # master below 2 % of its range in each second, and not growing from the first second on
+    q, q_hat = run["arm.q"], run["observer.q_hat"]
+    e, e_hat = run["arm.elastic"], run["observer.elastic"]
+    assert np.ptp(q, axis=0).min() > 0.03                # the arm moves: 2-25 deg
+    for truth, estimate in ((q, q_hat), (e, e_hat)):
+        first, _, last = _thirds_rms(estimate - truth)
+        assert np.all(np.abs(estimate - truth).max(axis=0) < 0.02 * np.ptp(truth, axis=0))
+        assert np.all(last <= 1.5 * first)
+        assert np.all(np.abs((estimate - truth)[-len(q) // 3:].mean(axis=0))
+                      < 0.002 * np.ptp(truth, axis=0))
+
+
+def _spectra(signal, dt):
+    x = (signal - signal.mean(axis=0)) * np.hanning(len(signal))[:, None]
+    return np.fft.rfftfreq(len(signal), dt), np.abs(np.fft.rfft(x, axis=0))
+
+
+def test_estimated_displacement_spectra_peak_at_the_drive_and_the_modes(run):
+    # fig. 6.13: peaks at the drive frequencies and at the first and third elastic modes
+    # (thesis 14.2 and 67.0 Hz; this reconstruction's modes at q* are computed here and stand
+    # 9 and 8 % below: hapflow/flex/manipulator.py), the estimate's amplitudes on the truth's
+    mech = manipulator()
+    Mr, Kr, _, _ = reduce_erls(mech, MASTERS, Q_STAR, list(range(3, 9)), 4).matrices(Q_STAR)
+    modes = np.sqrt(np.abs(scipy.linalg.eigh(Kr, Mr, eigvals_only=True)[3:6])) / (2 * np.pi)
+    assert modes[[0, 2]] == pytest.approx(TABLE_5_5[[0, 2]], rel=0.1)
+    dt = run.time[1] - run.time[0]
+    f, est = _spectra(run["observer.elastic"], dt)
+    _, true = _spectra(run["arm.elastic"], dt)
+    band = f < 100
+    resolution = 1.0 / (run.time[-1] - run.time[0])
+    found = set()
+    for k in range(6):
+        s = est[band, k]
+        peaks, _ = find_peaks(s, prominence=0.01 * s.max())
+        found.update(np.round(f[band][peaks], 1))
+        # the thesis's claim: the estimate's harmonics at the drive and at the 14.2 and 67.0 Hz
+        # modes on the truth's (the second mode, which the three gauges see least, is not claimed)
+        claimed = [i for i in peaks
+                   if min(abs(f[i] - x) for x in (*DRIVE_HZ, modes[0], modes[2])) <= resolution]
+        assert s[claimed] == pytest.approx(true[band, k][claimed], rel=0.02)
+    for target in (*DRIVE_HZ, modes[0], modes[2]):
+        assert min(abs(target - x) for x in found) <= resolution, target
