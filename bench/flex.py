@@ -17,13 +17,20 @@ Prints, for the reconstructions documented in hapflow/flex/manipulator.py and ho
   state-prediction matrix set (M^-1 K, M^-1 C, M^-1 L at a configuration),
   full (30 dofs) against reduced (13 dofs, Guyan part solved at that q);
 * the CPU time of one derivative of the reduced model: the numpy reference
-  (hapflow.flex.state_space) and the FlexibleLink block's compiled kernel.
+  (hapflow.flex.state_space) and the FlexibleLink block's compiled kernel;
+* the EKF of chapter 6 (FlexibleLinkEKF, 26 states): CPU per step and per part
+  (median of 5 runs, beside one model derivative measured in the same run;
+  the issue's goal is 20 us), the multiply-adds per step counted from the
+  kernels' loop bounds, and graphs/flexible_link_ekf.yaml's 3 s: estimation
+  error and the spectral peaks of the estimated elastic displacements beside
+  the truth's (thesis fig. 6.13).
 
 Usage: ``python bench/flex.py``.  A benchmark, not a test: exits 0.
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -216,12 +223,123 @@ def spectra_table() -> None:
         row(name, " ".join(f"{freqs[i]:.1f}" for i in top))
 
 
+def median_us(fn, steps: int = 200, runs: int = 5) -> float:
+    """Median over ``runs`` of the CPU per call of ``fn`` over ``steps`` calls, us."""
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        for _ in range(steps):
+            fn()
+        times.append((time.process_time() - t0) / steps * 1e6)
+    return float(np.median(times))
+
+
+def ekf_operations() -> dict[str, int]:
+    """Multiply-adds of one EKF step, from the loop bounds of the kernels it runs."""
+    from hapflow.blocks.flexible import N, NF, NG, NIN, NM, NQ, NS, NT, NU, R
+    from hapflow.blocks.flexible_ekf import NC, NTQ, NY, W
+    matrices = 2 * NF * NU * NU + NF * NU * NQ                     # M, K, S from the expansion
+    guyan = NS * (NS * NS - 1) // 6 + NM * NS * NS + NS * NT * NF  # factor, solve, rotated modes
+    rate = (matrices + NF * NU * NQ + guyan + 2 * N * R + NU * NQ + 2 * NU * NU + NQ * NU
+            + NIN * NU + NQ * NQ * NU * NU + NIN * NQ * NU                 # g, Mf
+            + N * N * R + R * N * R + R * N + R * (R * R - 1) // 6 + R * R)
+    gauges = matrices + guyan + N * R + NG * NIN * NF
+    columns = R * (NIN * NU + R * N) + R * (2 * NU * NQ + 2 * NU * NU + R * N) + NTQ * R * N
+    return {"model matrices at w (a derivative)": rate,
+            "state matrix M~^-1 [K~ C~ L~]": columns + R * R * NC,
+            "transition Phi (RK4 polynomial)": 4 * R * W * W,
+            "Phi w + Gamma u": W * W + 3 * R * W + R * NTQ,
+            "covariance Phi P Phi' + Q": W ** 3 + W * (W + 1) // 2 * (W + 3 * NTQ),
+            "correction (gauges, gain, P)": gauges + NG * NIN * R + W * W * NY + NY * NY * W
+                                            + NY ** 3 // 6 + NY * NY * W + W * NY
+                                            + W * (W + 1) // 2 * NY}
+
+
+
+def ekf_table() -> None:
+    from numba import njit
+
+    import hapflow
+    from hapflow.blocks.flexible import D_SIZE, flex_rate, packed_model
+    from hapflow.blocks.flexible_ekf import (FlexibleLinkEKF, correct, ekf_step, predict,
+                                             propagate, state_matrix, transition)
+    block = FlexibleLinkEKF()
+    block.sample_time = 1e-4
+    p, d = block.pack(), block.initial_state()[1]
+    D, model = block.D, packed_model(block.alpha, block.beta)
+    d[D.torque:D.torque + 3] = [1.0, 2.0, 0.1]
+    d[D.y:D.y + 3] = d[D.w:D.w + 3]
+    w, dx = d[D.w:D.w + 26].copy(), np.zeros(26)
+    scratch = np.zeros(D_SIZE)
+
+    @njit
+    def steps(p, d, n):
+        for _ in range(n):
+            ekf_step(p, d)
+
+    @njit
+    def derivatives(model, w, tq, scratch, dx, n):
+        for _ in range(n):
+            flex_rate(model, w, tq, scratch, dx)
+
+    @njit
+    def parts(p, model, d, n, which):
+        for _ in range(n):
+            if which == 0:
+                correct(p, model, d)
+            elif which == 1:
+                predict(p, model, d)
+            elif which == 2:
+                state_matrix(model, d, D.ab, D.hu, D.v)
+            else:
+                transition(d, D.ab, D.phi, D.tmp, 1e-4)
+                propagate(d, D.ab, D.phi, D.P, D.tmp, 1e-4, d[D.var:D.var + 3])
+
+    tq = np.array([1.0, 2.0, 0.1])
+    n = 50
+    step = median_us(lambda: steps(p, d, n), 1) / n
+    rate = median_us(lambda: derivatives(model, w, tq, scratch, dx, n), 1) / n
+    part = [median_us(lambda k=k: parts(p, model, d, n, k), 1) / n for k in range(4)]
+    print("\n## EKF on the 13-dof model (26 states), CPU per step on this machine, us")
+    row("EKF step", "derivative", "ratio", "goal")
+    row(step, rate, step / rate, "<= 20")
+    row("correction", "prediction", "of which A", "Phi and P")
+    row(*part)
+    ops = ekf_operations()
+    print("\nMultiply-adds per EKF step (loop bounds of the kernels)")
+    for name, count in ops.items():
+        print(f"{name:>34} {count:>9,}")
+    print(f"{'total':>34} {sum(ops.values()):>9,}   (thesis table 6.1, prediction matrices only: "
+          f"38,461 reduced vs 108,000 full)")
+
+    graph = hapflow.load(Path(__file__).resolve().parents[1] / "graphs" / "flexible_link_ekf.yaml")
+    run = hapflow.Simulation(graph).run(progress=False)
+    truth, est = run["arm.elastic"], run["observer.elastic"]
+    q_err = np.abs(run["arm.q"] - run["observer.q_hat"]).max(axis=0)
+    print("\n## graphs/flexible_link_ekf.yaml, 3 s (torque-meter noise, 24-bit ADC)")
+    print(f"max |q error| {np.array2string(q_err, precision=2)} rad")
+    row("dof", "max err/range %", "peaks est (truth), Hz: relative amplitude error %")
+    dt = run.time[1] - run.time[0]
+    freqs = np.fft.rfftfreq(len(est), dt)
+    for k, name in enumerate(("x4", "y5", "x14", "y15", "x25", "x26")):
+        spec = [np.abs(np.fft.rfft((s[:, k] - s[:, k].mean()) * np.hanning(len(s))))
+                for s in (est, truth)]
+        se = spec[0]
+        peaks = [i for i in range(1, len(se) - 1) if se[i] > se[i - 1] and se[i] >= se[i + 1]
+                 and freqs[i] < 100 and se[i] > 0.01 * se[freqs < 100].max()]
+        err = 100 * np.abs(est[:, k] - truth[:, k]).max() / np.ptp(truth[:, k])
+        row(name, err, " ".join(f"{freqs[i]:.1f}:{100 * (se[i] / spec[1][i] - 1):+.1f}"
+                                for i in peaks))
+
+
 def main() -> None:
     manipulator_table()
     horn_tables()
     updating_table()
     spectra_table()
     complexity_table(*reduction_table())
+    ekf_table()
 
 
 if __name__ == "__main__":

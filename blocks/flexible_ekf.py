@@ -9,16 +9,17 @@ uses the model's own kernels (:func:`~hapflow.blocks.flexible.flex_rate`,
 :func:`~hapflow.blocks.flexible.flex_gauges`), no second copy:
 
 - prediction: classical RK4 of eq. 6.3 over one sample (the thesis: RK4 at
-  0.1 ms), the torques held over the step;
-- covariance: ``P <- Phi P Phi' + Gamma Sigma_T Gamma'`` with the state
-  matrix of eq. 6.3, ``A = [[0, I], [-M~^-1 K~, -M~^-1 C~]]``, taken at the
-  start of the step (the matrices the first RK4 stage computes anyway) and
-  ``Phi`` the RK4 polynomial of ``A dt`` -- the transition RK4 gives the
-  model frozen over the step.  As in eq. 6.3, the derivatives of ``M~, K~,
-  C~, L~`` with respect to ``q`` are not part of the Jacobian, and ``C~``
-  keeps eq. 6.3's form (its velocity-squared part enters once, not twice);
-- process noise: the torque-meter noise only, through the input matrix
-  ``Gamma = [dt^2/2 M~^-1 L~; dt M~^-1 L~]`` -- no tuned model-error term;
+  0.1 ms) with its matrices ``A = [[0, I], [-M~^-1 K~, -M~^-1 C~]]`` and
+  ``B = [0; M~^-1 L~]`` taken at the start of the step -- what table 6.1
+  counts for one state prediction -- and the torques held:
+  ``w <- Phi w + Gamma u``, ``Phi`` the RK4 polynomial of ``A dt``.  At the
+  step's start ``A w + B u`` is the model's rate exactly (tested);
+- covariance: ``P <- Phi P Phi' + G Sigma_T G'``, the same ``Phi`` as the
+  Jacobian.  As in eq. 6.3, the derivatives of ``M~, K~, C~, L~`` with
+  respect to ``q`` are not part of it, and ``C~`` keeps eq. 6.3's form (its
+  velocity-squared part enters once, not twice);
+- process noise: the torque-meter noise only, through
+  ``G = [dt^2/2 M~^-1 L~; dt M~^-1 L~]`` -- no tuned model-error term;
 - correction: the measurement Jacobian is exact in the elastic coordinates
   (curvatures are linear in them) and neglects the curvature rows' change
   with ``q`` (they multiply elastic displacements of micrometres).
@@ -47,7 +48,7 @@ from hapflow.rng import normal
 
 from .flexible import (D_SIZE, DH, DK, DM, DMR, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE, PA,
                        PB, PIN, PTQ, R, cholesky_solve, cholesky_substitute, flex_gauges,
-                       flex_rate, gauge_weight, packed_model)
+                       flex_rate, gauge_weight, packed_model, product)
 
 W = 2 * R                  # states of the reduced model (26)
 NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
@@ -232,7 +233,7 @@ class FlexibleLinkEKF(Block):
                                 doc="the reduced model (blocks/flexible.py)")}
     dstate = {"flex": D_SIZE, "w": W, "P": W * W, "phi": W * W, "tmp": W * W, "ab": R * NC,
               "hu": 3 * NU, "v": N, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
-              "y": NY, "var": NTQ, "k": 4 * W, "stage": W, "torque": NTQ}
+              "y": NY, "var": NTQ, "k": W, "stage": 2 * W, "torque": NTQ}
 
     def initial_state(self):
         from hapflow.flex.manipulator import Q_STAR
@@ -285,19 +286,11 @@ def correct(p, model, d):
         e[a] = d[D.y + a] - w[a]
     for g in range(NG):
         e[NQ + g] = d[D.y + NQ + g] - e[NQ + g]
+    product(d, D.hm, False, D.P, D.kt, NY, W, W)    # Hm P (P symmetric: (P Hm')')
     for i in range(W):
         for a in range(NY):
-            s = 0.0
-            for j in range(W):
-                s += d[D.P + i * W + j] * d[D.hm + a * W + j]
-            d[D.pht + i * NY + a] = s
-            d[D.kt + a * W + i] = s
-    for a in range(NY):
-        for b in range(NY):
-            s = 0.0
-            for j in range(W):
-                s += d[D.hm + a * W + j] * d[D.pht + j * NY + b]
-            d[D.S + a * NY + b] = s
+            d[D.pht + i * NY + a] = d[D.kt + a * W + i]
+    product(d, D.hm, False, D.pht, D.S, NY, W, NY)
     d[D.S] += p[EKF.q12_std] ** 2
     d[D.S + NY + 1] += p[EKF.q12_std] ** 2
     d[D.S + 2 * NY + 2] += p[EKF.q3_std] ** 2
@@ -320,24 +313,52 @@ def correct(p, model, d):
 
 
 @njit_noalloc(cache=True)
+def _input_response(d, ab, b, v, dt):
+    """``dt (I + A dt/2 + (A dt)^2/6 + (A dt)^3/24) b`` into ``d[v:]`` (RK4's input response);
+    ``b`` is nonzero in its lower half only."""
+    for i in range(W):
+        d[v + i] = d[b + i]
+    for c in (dt / 4.0, dt / 3.0, dt / 2.0):
+        for i in range(R):                           # lower half first: it reads the old upper
+            s = 0.0
+            for k in range(W):
+                s += d[ab + i * NC + k] * d[v + k]
+            d[v + W + i] = d[b + R + i] + c * s      # scratch after v
+        for i in range(R):
+            d[v + i] = d[b + i] + c * d[v + R + i]
+        for i in range(R):
+            d[v + R + i] = d[v + W + i]
+    for i in range(W):
+        d[v + i] *= dt
+
+
+@njit_noalloc(cache=True)
 def predict(p, model, d):
-    """RK4 of ``d[w]`` and the covariance over one sample, torques ``d[torque]`` held."""
+    """State and covariance one sample ahead, torques ``d[torque]`` held: RK4 of eq. 6.3 with
+    its matrices taken at the step's start (table 6.1's prediction), ``w <- Phi w + Gamma u``."""
     D = EKF_D
     dt = p[EKF.dt]
-    w, stage, tq = d[D.w:D.w + W], d[D.stage:D.stage + W], d[D.torque:D.torque + NTQ]
-    k = d[D.k:D.k + 4 * W]
-    flex_rate(model, w, tq, d, k[:W])
+    w, tq = d[D.w:D.w + W], d[D.torque:D.torque + NTQ]
+    flex_rate(model, w, tq, d, d[D.k:D.k + W])
     state_matrix(model, d, D.ab, D.hu, D.v)
-    for s in range(1, 4):
-        h = dt if s == 3 else 0.5 * dt
-        for i in range(W):
-            stage[i] = w[i] + h * k[(s - 1) * W + i]
-        flex_rate(model, stage, tq, d, k[s * W:(s + 1) * W])
+    transition(d, D.ab, D.phi, D.tmp, dt)
+    for i in range(W):                               # b = (0, M~^-1 L~ u)
+        d[D.k + i] = 0.0
+    for i in range(R):
+        s = 0.0
+        for k in range(NTQ):
+            s += d[D.ab + i * NC + W + k] * tq[k]
+        d[D.k + R + i] = s
+    _input_response(d, D.ab, D.k, D.stage, dt)
     for i in range(W):
-        w[i] += dt / 6.0 * (k[i] + 2.0 * k[W + i] + 2.0 * k[2 * W + i] + k[3 * W + i])
+        s = d[D.stage + i]
+        for k in range(W):
+            s += d[D.phi + i * W + k] * w[k]
+        d[D.tmp + i] = s
+    for i in range(W):
+        w[i] = d[D.tmp + i]
     var = d[D.var:D.var + NTQ]
     var[0], var[1], var[2] = p[EKF.t1_std] ** 2, p[EKF.t2_std] ** 2, p[EKF.t3_std] ** 2
-    transition(d, D.ab, D.phi, D.tmp, dt)
     propagate(d, D.ab, D.phi, D.P, D.tmp, dt, var)
 
 

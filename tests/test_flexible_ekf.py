@@ -24,23 +24,28 @@ def run():
     return hapflow.Simulation(hapflow.load(GRAPH)).run(progress=False)
 
 
-def test_state_matrix_is_the_models_jacobian_where_eq_6_3_is_exact():
-    # at q' = 0 the rate is linear in the elastic coordinates, in z' and in the torques (the
-    # matrices depend on q only, the velocity-squared term has zero slope): A and B of eq. 6.3
-    # must equal central differences of flex_rate there
+def _linearised(seed, q_rate_std):
+    """A random state near q*, torques, the model's rate there and M~^-1 [-K~ -C~ L~]."""
     block = FlexibleLinkEKF()
     model = packed_model(block.alpha, block.beta)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     w = np.concatenate([Q_STAR + rng.uniform(-0.3, 0.3, 3), 1e-4 * rng.standard_normal(R - 3),
-                        np.zeros(3), 1e-2 * rng.standard_normal(R - 3)])
+                        q_rate_std * rng.standard_normal(3), 1e-2 * rng.standard_normal(R - 3)])
     torque = np.array([1.0, -3.0, 0.2])
     d, rate = np.zeros(block.dstate), np.zeros(W)
     flex_rate(model, w, torque, d, rate)
     D = block.D
     state_matrix(model, d, D.ab, D.hu, D.v)
-    got = d[D.ab:D.ab + R * NC].reshape(R, NC)
+    return model, w, torque, rate, d[D.ab:D.ab + R * NC].reshape(R, NC)
+
+
+def test_state_matrix_is_the_models_jacobian_where_eq_6_3_is_exact():
+    # at q' = 0 the rate is linear in the elastic coordinates, in z' and in the torques (the
+    # matrices depend on q only, the velocity-squared term has zero slope): A and B of eq. 6.3
+    # must equal central differences of flex_rate there
+    model, w, torque, _, got = _linearised(3, 0.0)
     scratch, out = np.zeros(D_SIZE), np.zeros(W)
-    for j in [*range(3, NC)]:                            # all but the q columns
+    for j in range(3, NC):                               # all but the q columns
         step = 1e-6 if j < W else 1e-3
         col = np.zeros(R)
         for sign in (1.0, -1.0):
@@ -52,6 +57,13 @@ def test_state_matrix_is_the_models_jacobian_where_eq_6_3_is_exact():
             flex_rate(model, ws, ts, scratch, out)
             col += sign * out[R:] / (2 * step)
         assert got[:, j] == pytest.approx(col, abs=1e-4 * np.abs(col).max()), j
+
+
+def test_state_and_input_matrices_give_the_models_rate():
+    # eq. 6.3 is the rate at any state, q' included: A w + B u = flex_rate(w, u)
+    _, w, torque, rate, ab = _linearised(4, 1.0)
+    assert ab[:, :W] @ w + ab[:, W:] @ torque == pytest.approx(rate[R:], rel=1e-9,
+                                                               abs=1e-9 * np.abs(rate).max())
 
 
 def test_torque_meter_noise_and_converter():
