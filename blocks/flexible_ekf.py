@@ -188,8 +188,8 @@ class FlexibleLinkEKF(Block):
     """Extended Kalman filter on the 13-dof reduced flexible manipulator (seed 004, chapter 6).
 
     Discrete, at its sample time (the graph's rate unless ``rate`` is given;
-    the thesis: 10 kHz).  Starts at rest at ``q*`` like :class:`~hapflow.blocks.flexible.FlexibleLink`,
-    with the initial standard deviations below.  See the module notes for the
+    the thesis: 10 kHz).  Starts at rest at ``q*`` like
+    :class:`~hapflow.blocks.flexible.FlexibleLink`, with the initial standard deviations below.  See the module notes for the
     algorithm and its assumptions.
 
     Ports
