@@ -23,6 +23,7 @@ from hapflow.errors import GraphError
 
 from .backend import Backend
 from .bindings import Bindings
+from .products import PRODUCTS
 
 
 def arm(backend: Backend, bindings: Bindings) -> list[str]:
@@ -47,6 +48,13 @@ def arm(backend: Backend, bindings: Bindings) -> list[str]:
                                  f"channel {c.physical.split('/', 1)[1]!r}; it has "
                                  f"{_span(present[c.kind])}", bindings.where[c.port],
                                  block=block, port=port)
+            known = PRODUCTS.get(product)
+            problem = known.terminal_problem(c.physical.split("/", 1)[1], c.terminal) \
+                if known is not None and c.kind == "ai" else ""
+            if problem:
+                block, port = c.port.split(".")
+                raise GraphError(f"hardware {c.port}: terminal {c.terminal}: {problem}",
+                                 bindings.where[c.port], block=block, port=port)
         bound = [c for c in channels if c.device == device]
         log.append(f"{device}: {product}; {len(bound)} bound channels present "
                    f"({', '.join(c.physical.split('/', 1)[1] for c in bound)})")

@@ -39,8 +39,8 @@ class Channel:
         Physical channel, e.g. ``"Dev1/ai0"``, ``"Dev1/ao0"``, ``"Dev1/ctr0"``,
         ``"Dev1/port0/line0"``.
     scale : float
-        SI units per volt (ai/ao) or metres per count (ci_encoder, X4 decoding);
-        1 for do.
+        Port units per volt (ai/ao) or per count as the card reports it
+        (ci_encoder, after ``decoding``); 1 for do.
     offset : float
         SI value at 0 V / 0 counts.
     low, high : float
@@ -51,6 +51,13 @@ class Channel:
         Output in the safe state, which is also the hardware watchdog's
         expiration state: volts (ao), or the line level 0/1 (do: the level
         that disables the amplifier, 1 for an active-low enable input).
+    decoding : {1, 2, 4}
+        Encoder: quadrature decoding X1, X2 or X4 (counts per encoder cycle).
+    pulses_per_rev : int
+        Angular encoder: pulses (cycles) per revolution; 0 for a linear encoder.
+    terminal : str
+        Analog input terminal configuration, nidaqmx's ``TerminalConfiguration``
+        name: ``DEFAULT``, ``RSE``, ``NRSE``, ``DIFF`` or ``PSEUDO_DIFF``.
     """
 
     port: str
@@ -62,6 +69,9 @@ class Channel:
     high: float
     unit: str
     safe: float = 0.0
+    decoding: int = 4
+    pulses_per_rev: int = 0
+    terminal: str = "DEFAULT"
 
     @property
     def active(self) -> bool:

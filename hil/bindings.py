@@ -22,24 +22,36 @@ Channel keys:
     analog output ``DevN/aoK``; an **output** (a measurement) to an analog
     input ``DevN/aiK`` or a quadrature encoder counter ``DevN/ctrK``.
 ``scale`` or a unit-named alias
-    SI units per volt (``newtons_per_volt`` for N, ``meters_per_volt`` for m,
-    ``meters_per_second_per_volt``, ``meters_per_second2_per_volt``) or metres
-    per count for an encoder (``meters_per_count``, X4 decoding).  The alias
-    must match the port's unit.
+    Port units per volt for an analog channel (``scale`` in any declared unit,
+    ``volts_per_unit`` its inverse, or ``newtons_per_volt`` for N,
+    ``meters_per_volt`` for m, ``meters_per_second_per_volt``,
+    ``meters_per_second2_per_volt``); for an encoder, port units per count as
+    the card reports it after ``decoding`` (``scale``, ``counts_per_unit`` its
+    inverse, ``meters_per_count``, ``radians_per_count``), or ``pulses_per_rev``
+    for an angular encoder on a port in rad (NI-DAQmx's ``add_ci_ang_encoder_chan``:
+    ``2 pi / (pulses_per_rev * counts per cycle)`` rad per count).  A unit-named
+    alias must match the port's unit.
 ``offset``
-    SI value at 0 V / 0 counts (default 0).
+    Port value at 0 V / 0 counts (default 0).
 ``range``
     Card range ``[low, high]`` in V (default ``[-10, 10]``, within +-10 V).
     Analog outputs are clipped to it.
 ``decoding``
-    Encoder decoding; only ``X4`` (the default) is supported.
+    Encoder quadrature decoding ``X1``, ``X2`` or ``X4`` (default; 1, 2 or 4
+    counts per encoder cycle, nidaqmx ``EncoderType``).
+``terminal``
+    Analog input terminal configuration (nidaqmx ``TerminalConfiguration``):
+    ``DEFAULT``, ``RSE``, ``NRSE``, ``DIFF`` or ``PSEUDO_DIFF``; checked
+    against the card's product at arm time (a PCIe-6351 has no
+    pseudodifferential inputs, and ``DIFF`` pairs aiN with aiN+8).
 ``port``
     Short form only: which port, when more than one faces the controller.
 ``limit``
-    Safety limit in the port's SI unit: ``L`` (= ``[-L, L]``) or ``[lo, hi]``.
+    Safety limit in the port's unit: ``L`` (= ``[-L, L]``) or ``[lo, hi]``.
     On a command (force limit) or a measurement (stroke limit).
 ``velocity_limit``
-    On a position port (m): limit of the encoder velocity in m/s.
+    On a measured position (any unit, e.g. m or rad): limit of its velocity in
+    that unit per second (m/s, rad/s).
 ``ramp``
     On a command: time in s to ramp it to zero after a limit trip (default
     0.01 s; 0 = at once).
@@ -76,9 +88,20 @@ HIGHEST = {"ai": (255,), "ao": (31,), "ci_encoder": (7,), "do": (11, 31)}
 EXAMPLE = {"ai": "Dev1/ai0", "ao": "Dev1/ao0", "ci_encoder": "Dev1/ctr0", "do": "Dev1/port0/line0"}
 SCALE_KEYS = {"scale": None, "newtons_per_volt": "N", "meters_per_volt": "m",
               "meters_per_second_per_volt": "m/s", "meters_per_second2_per_volt": "m/s^2",
-              "meters_per_count": "m"}
-CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "port", "limit",
-                "velocity_limit", "ramp")
+              "volts_per_unit": None, "meters_per_count": "m", "radians_per_count": "rad",
+              "pulses_per_rev": "rad", "counts_per_unit": None}
+"""Scale keys -> the port unit they are for (None: any unit)."""
+ANALOG_SCALES = ("scale", "newtons_per_volt", "meters_per_volt", "meters_per_second_per_volt",
+                 "meters_per_second2_per_volt", "volts_per_unit")
+ENCODER_SCALES = ("scale", "meters_per_count", "radians_per_count", "pulses_per_rev",
+                  "counts_per_unit")
+INVERSE_SCALES = ("volts_per_unit", "counts_per_unit")
+DECODINGS = {"X1": 1, "X2": 2, "X4": 4}
+"""Quadrature decoding (nidaqmx ``EncoderType.X_1`` ...) -> counts per encoder cycle."""
+TERMINALS = ("DEFAULT", "RSE", "NRSE", "DIFF", "PSEUDO_DIFF")
+"""Analog input terminal configurations (nidaqmx ``TerminalConfiguration`` names)."""
+CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "terminal", "port",
+                "limit", "velocity_limit", "ramp")
 BLOCK_KEYS = ("enable",)
 ENABLE_KEYS = ("line", "active")
 CARD_VOLTS = 10.0
@@ -96,7 +119,7 @@ class Bindings:
     limits : dict
         ``"block.port"`` -> (lo, hi) safety limit in SI units.
     velocity_limits : dict
-        ``"block.port"`` (a position) -> velocity limit in m/s.
+        ``"block.port"`` (a position) -> velocity limit in its unit per second.
     ramps : dict
         ``"block.port"`` (a command) -> ramp-to-zero time in s after a limit trip.
     where : dict
@@ -292,30 +315,65 @@ def _check_numbers(physical: str, kind: str, where: Where, block: str, port: str
                          block=block, port=port)
 
 
-def _scale(spec: dict, kind: str, unit: str | None, block: str, port: str,
-           where: Where) -> float:
+def _scale(spec: dict, kind: str, unit: str | None, decoding: int, block: str, port: str,
+           where: Where) -> tuple[float, int]:
+    """(port units per volt or per reported count, pulses per revolution or 0)."""
+    encoder = kind == "ci_encoder"
+    keys = ENCODER_SCALES if encoder else ANALOG_SCALES
     given = [k for k in SCALE_KEYS if k in spec]
-    per = "metres per count (meters_per_count)" if kind == "ci_encoder" else "SI units per volt"
+    per = ("a count: scale (units per count), counts_per_unit, meters_per_count, "
+           "radians_per_count or pulses_per_rev (angular encoder)" if encoder else
+           "a volt: scale (units per volt), volts_per_unit, "
+           + ", ".join(k for k in ANALOG_SCALES if k.endswith("_per_volt")))
     if len(given) != 1:
-        raise GraphError(f"hardware {block}.{port}: give exactly one scale ({per}): scale or "
-                         f"{', '.join(k for k in SCALE_KEYS if k != 'scale')}"
+        raise GraphError(f"hardware {block}.{port}: give exactly one scale per {per}"
                          + (f"; got {', '.join(given)}" if given else ""), where,
                          block=block, port=port)
     key = given[0]
+    if key not in keys:
+        raise GraphError(f"hardware {block}.{port}: {key} does not apply to a {kind} channel; "
+                         f"give its scale per {per}", where, block=block, port=port)
     value = _number(spec[key], key, where, block, port)
     if value == 0.0:
         raise GraphError(f"hardware {block}.{port}: {key} must not be 0", where,
                          block=block, port=port)
-    if (key == "meters_per_count") != (kind == "ci_encoder") and key != "scale":
-        raise GraphError(f"hardware {block}.{port}: {key} does not apply to a {kind} channel; "
-                         f"give {per}", where, block=block, port=port)
     alias_unit = SCALE_KEYS[key]
     if alias_unit and unit is not None and _dim(unit) != _dim(alias_unit):
         raise GraphError(f"hardware {block}.{port}: {key} is for ports in {alias_unit}, but "
                          f"{block}.{port} is in {unit!r}; use 'scale' ({unit} per "
-                         f"{'count' if kind == 'ci_encoder' else 'volt'})", where,
+                         f"{'count' if encoder else 'volt'}) or "
+                         f"'{'counts' if encoder else 'volts'}_per_unit'", where,
                          block=block, port=port)
-    return value
+    if key == "pulses_per_rev":
+        if value != int(value) or value < 1:
+            raise GraphError(f"hardware {block}.{port}: pulses_per_rev must be a whole number "
+                             f">= 1 (encoder cycles per revolution), got {value:g}", where,
+                             block=block, port=port)
+        return 2.0 * math.pi / (value * decoding), int(value)
+    return (1.0 / value if key in INVERSE_SCALES else value), 0
+
+
+def _decoding(spec: dict, kind: str, block: str, port: str, where: Where) -> int:
+    if "decoding" in spec and kind != "ci_encoder":
+        raise GraphError(f"hardware {block}.{port}: decoding applies to encoder channels "
+                         f"(DEVICE/ctrN), not to a {kind} channel", where, block=block, port=port)
+    name = spec.get("decoding", "X4")
+    if name not in DECODINGS:
+        raise GraphError(f"hardware {block}.{port}: decoding must be X1, X2 or X4 (counts per "
+                         f"encoder cycle: 1, 2 or 4), got {name!r}", where, block=block, port=port)
+    return DECODINGS[name]
+
+
+def _terminal(spec: dict, kind: str, block: str, port: str, where: Where) -> str:
+    if "terminal" in spec and kind != "ai":
+        raise GraphError(f"hardware {block}.{port}: terminal applies to analog inputs "
+                         f"(DEVICE/aiN), not to a {kind} channel", where, block=block, port=port)
+    name = spec.get("terminal", "DEFAULT")
+    if not isinstance(name, str) or name.upper() not in TERMINALS:
+        raise GraphError(f"hardware {block}.{port}: terminal must be one of "
+                         f"{', '.join(TERMINALS)} (NI-DAQmx terminal configurations), got "
+                         f"{name!r}", where, block=block, port=port)
+    return name.upper()
 
 
 def _dim(unit: str) -> tuple[int, ...]:
@@ -347,28 +405,27 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
                          block=block, port=port)
     kind = _kind(spec["channel"], direction, block, port, where)
     unit = pspec.unit
-    scale = _scale(spec, kind, unit, block, port, where)
+    decoding = _decoding(spec, kind, block, port, where)
+    scale, pulses = _scale(spec, kind, unit, decoding, block, port, where)
+    terminal = _terminal(spec, kind, block, port, where)
     offset = _number(spec.get("offset", 0.0), "offset", where, block, port)
     low, high = _pair(spec.get("range", [-CARD_VOLTS, CARD_VOLTS]), "range", where, block, port,
                       symmetric=False)
     if kind != "ci_encoder" and (low < -CARD_VOLTS or high > CARD_VOLTS):
         raise GraphError(f"hardware {block}.{port}: range [{low:g}, {high:g}] V exceeds the "
                          f"card's +-{CARD_VOLTS:g} V", where, block=block, port=port)
-    decoding = spec.get("decoding", "X4")
-    if decoding != "X4" or (kind != "ci_encoder" and "decoding" in spec):
-        raise GraphError(f"hardware {block}.{port}: decoding applies to encoder channels and "
-                         f"must be X4, got {decoding!r}", where, block=block, port=port)
     ref = f"{block}.{port}"
     if "limit" in spec:
         out.limits[ref] = _pair(spec["limit"], "limit", where, block, port, symmetric=True)
     if "velocity_limit" in spec:
-        if unit is None or _dim(unit) != _dim("m") or direction != "out":
+        if not unit or direction != "out":
             raise GraphError(f"hardware {ref}: velocity_limit applies to a measured position "
-                             f"(m), not to {ref} ({unit})", where, block=block, port=port)
+                             f"with a unit (m, rad, ...: the limit is in that unit per s), not "
+                             f"to {ref} ({unit or 'no unit'})", where, block=block, port=port)
         limit = _number(spec["velocity_limit"], "velocity_limit", where, block, port)
         if not limit > 0:
-            raise GraphError(f"hardware {ref}: velocity_limit must be > 0 m/s (it trips the "
-                             f"safety stop above it), got {limit:g}", where, block=block,
+            raise GraphError(f"hardware {ref}: velocity_limit must be > 0 {unit}/s (it trips "
+                             f"the safety stop above it), got {limit:g}", where, block=block,
                              port=port)
         out.velocity_limits[ref] = limit
     if "ramp" in spec or kind == "ao":
@@ -379,7 +436,8 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
         if ramp < 0:
             raise GraphError(f"hardware {ref}: ramp must be >= 0 s", where, block=block, port=port)
         out.ramps[ref] = ramp
-    out.channels.append(Channel(ref, kind, spec["channel"], scale, offset, low, high, unit or ""))
+    out.channels.append(Channel(ref, kind, spec["channel"], scale, offset, low, high, unit or "",
+                                decoding=decoding, pulses_per_rev=pulses, terminal=terminal))
     out.where[ref] = where
 
 

@@ -144,14 +144,18 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
         if c.kind in ("ai", "ao"):
             lo, hi = sorted((c.offset + c.scale * c.low, c.offset + c.scale * c.high))
             span, scale = f"[{lo:g}, {hi:g}] {c.unit}", f"{c.scale:g} {c.unit}/V"
+            if c.terminal != "DEFAULT":
+                span += f" {c.terminal}"
         elif c.kind == "ci_encoder":
-            span, scale = "X4", f"{c.scale:g} {c.unit}/count"
+            span = f"X{c.decoding}" + (f", {c.pulses_per_rev} pulses/rev" if c.pulses_per_rev
+                                       else "")
+            scale = f"{c.scale:g} {c.unit}/count"
         else:
             span, scale = "amplifier enable", ""
         limit = b.limits.get(c.port)
         extra = f"[{limit[0]:g}, {limit[1]:g}]" if limit else ""
         if c.port in b.velocity_limits:
-            extra += f" |v| <= {b.velocity_limits[c.port]:g} m/s"
+            extra += f" |v| <= {b.velocity_limits[c.port]:g} {c.unit}/s"
         print(f"  {c.port:22s} {c.kind:11s} {c.physical:18s} {scale:>12s}  {span:24s} {extra}")
     if controller.dropped:
         print("\nnot recorded in HIL mode: " + ", ".join(controller.dropped))

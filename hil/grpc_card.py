@@ -109,6 +109,11 @@ WATCHDOG_MAX_S = (2 ** 32 - 1) * 8e-9
 DECODING = {10090: 4, 10091: 2, 10092: 1}
 """Encoder decoding (X1, X2, X4) -> divisor of the X4 count."""
 TICKS = 10304
+"""Units of a counter channel read in ticks (LengthUnits.TICKS = AngleUnits.TICKS)."""
+ANGLE_PER_REV = {10146: 360.0, 10273: 2.0 * math.pi}
+"""AngleUnits DEGREES, RADIANS -> the angle of one revolution."""
+TERMINALS = {-1: "DEFAULT", 10083: "RSE", 10078: "NRSE", 10106: "DIFF", 12529: "PSEUDO_DIFF"}
+"""TerminalConfiguration values -> names."""
 
 # DAQmx status codes and the first line of the driver's message for each
 INVALID_DEVICE_ID = -200220
@@ -314,8 +319,10 @@ class SimCard:
     def add_channels(self, name: str, kind: str, physical: str, assign: str, **config) -> None:
         """Add virtual channels of ``kind`` for a DAQmx physical channel list (``Dev1/ai0:2``).
 
-        ``config`` holds ``low``/``high`` (V) or the encoder fields
-        ``decoding``, ``units``, ``per_pulse``, ``initial``.
+        ``config`` holds ``low``/``high`` (V) and for an analog input ``terminal``
+        (TerminalConfiguration value), or the encoder fields ``decoding``,
+        ``units``, ``initial`` and ``per_pulse`` (linear) or ``pulses_per_rev``
+        (angular).
         """
         from nidaqmx.utils import unflatten_channel_string
         with self._lock:
@@ -347,13 +354,20 @@ class SimCard:
                                   Possible_Values=f"within -{RANGE_V:g} to {RANGE_V:g} V",
                                   Channel_Name=chan.name)
             chan.low, chan.high = float(low), float(high)
+            terminal = TERMINALS.get(config.get("terminal", -1), str(config.get("terminal")))
+            problem = PCIE_6351.terminal_problem(local, terminal)
+            if problem:
+                raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, task.name,
+                                  Property="Input Terminal Configuration",
+                                  Requested_Value=terminal, Reason=problem,
+                                  Channel_Name=chan.name)
         elif kind == "ci_encoder":
             if config["decoding"] not in DECODING:
                 raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, task.name, Property="Decoding Type",
                                   Requested_Value=config["decoding"], Possible_Values="X1, X2, X4",
                                   Channel_Name=chan.name)
             chan.divisor = DECODING[config["decoding"]]
-            chan.per_count = 1.0 if config["units"] == TICKS else float(config["per_pulse"])
+            chan.per_count = _per_count(config, 4 // chan.divisor)
             chan.initial = float(config["initial"])
         return chan
 
@@ -679,6 +693,16 @@ class SimCard:
         if device not in self.devices:
             raise DaqmxStatus(INVALID_DEVICE_ID, Device_Specified=device)
         return [f"{device}/{p}" for p in PHYSICAL[kind]]
+
+
+def _per_count(config: dict, counts_per_cycle: int) -> float:
+    """Units per reported count of an encoder channel: 1 in ticks; the distance per
+    pulse (linear) or the angle per count (angular: a revolution over pulses x decoding)."""
+    if config["units"] == TICKS:
+        return 1.0
+    if "pulses_per_rev" in config:
+        return ANGLE_PER_REV[config["units"]] / (config["pulses_per_rev"] * counts_per_cycle)
+    return float(config["per_pulse"])
 
 
 def _check_kind(task: SimTask, kind: str, mismatch: int) -> None:

@@ -11,7 +11,8 @@ so the real ``nidaqmx`` client code drives the simulated rig end to end:
   ``GetTaskAttributeString`` (name, channel names), ``GetTaskAttributeUInt32``
   (number of channels);
 - channels: ``CreateAIVoltageChan``, ``CreateAOVoltageChan``,
-  ``CreateCILinEncoderChan``, ``CreateDOChan``;
+  ``CreateCILinEncoderChan``, ``CreateCIAngEncoderChan`` (ticks, degrees,
+  radians), ``CreateDOChan``;
 - timing: ``CfgSampClkTiming`` (hardware-timed single point only),
   ``WaitForNextSampleClock``;
 - I/O: ``ReadAnalogF64``, ``ReadCounterF64``/``F64Ex``/``ScalarF64``,
@@ -53,8 +54,8 @@ from hapflow.errors import HapflowError
 from hapflow.graph import Graph
 
 from .backend import Channel
-from .grpc_card import (AO_IDLE_OUTPUT_BEHAVIOR, INVALID_ATTRIBUTE_VALUE, MESSAGES, PRODUCT,
-                        DaqmxStatus, SimCard)
+from .grpc_card import (ANGLE_PER_REV, AO_IDLE_OUTPUT_BEHAVIOR, INVALID_ATTRIBUTE_VALUE,
+                        MESSAGES, PRODUCT, TICKS, DaqmxStatus, SimCard)
 
 DRIVER_VERSION = {0x1272: 23, 0x1923: 8, 0x2F22: 0}
 """NI-DAQmx version reported (major, minor, update attribute ids)."""
@@ -174,7 +175,8 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
     def CreateAIVoltageChan(self, request, context):
         self.card.add_channels(request.task.name, "ai", request.physical_channel,
                                request.name_to_assign_to_channel,
-                               low=request.min_val, high=request.max_val)
+                               low=request.min_val, high=request.max_val,
+                               terminal=request.terminal_config_raw)
         return pb.CreateAIVoltageChanResponse()
 
     @_daqmx
@@ -191,6 +193,18 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
                                decoding=request.decoding_type_raw, units=request.units_raw,
                                per_pulse=request.dist_per_pulse, initial=request.initial_pos)
         return pb.CreateCILinEncoderChanResponse()
+
+    @_daqmx
+    def CreateCIAngEncoderChan(self, request, context):
+        units = request.units_raw
+        if units != TICKS and units not in ANGLE_PER_REV:
+            return _unsupported(context, "angle unit", units)
+        self.card.add_channels(request.task.name, "ci_encoder", request.counter,
+                               request.name_to_assign_to_channel,
+                               decoding=request.decoding_type_raw, units=units,
+                               pulses_per_rev=request.pulses_per_rev,
+                               initial=request.initial_angle)
+        return pb.CreateCIAngEncoderChanResponse()
 
     @_daqmx
     def CreateDOChan(self, request, context):

@@ -1,11 +1,15 @@
 """The NI-DAQmx backend: a real card through ``nidaqmx``, local or behind an NI gRPC device server.
 
 Tasks (hardware-timed single point, see DESIGN "Scheduling")
-    - **analog input**: every ``ai`` channel in one task; its onboard sample
+    - **analog input**: every ``ai`` channel in one task, each with its
+      terminal configuration (``TerminalConfiguration``); its onboard sample
       clock at ``rate`` Hz is the master clock (``/DevN/ai/SampleClock``, N
       the device of the first analog input, which therefore must exist);
-    - **encoders**: one counter task per ``ci_encoder`` channel (X4 linear
-      encoder read in ticks), clocked by the master's sample clock;
+    - **encoders**: one counter task per ``ci_encoder`` channel (an angular
+      encoder, ``add_ci_ang_encoder_chan`` with its ``pulses_per_rev``, or a
+      linear one, ``add_ci_lin_encoder_chan``; ``EncoderType.X_1/X_2/X_4``
+      decoding; read in ticks, scaled by the bindings), clocked by the
+      master's sample clock;
     - **analog output**: every ``ao`` channel in one task, clocked by the
       master's sample clock: a value written in tick k is generated at edge
       k + 1;
@@ -228,22 +232,31 @@ class NidaqBackend(Backend):
 
     def _input_tasks(self, ai: list[Channel], ci: list[Channel], rate: float) -> None:
         """The analog-input task (master clock) and one counter task per encoder."""
-        from nidaqmx.constants import AcquisitionType, EncoderType, LengthUnits
+        from nidaqmx.constants import (AcquisitionType, AngleUnits, EncoderType, LengthUnits,
+                                       TerminalConfiguration)
         hwtsp = AcquisitionType.HW_TIMED_SINGLE_POINT
         self._ai = self._task()
         for c in ai:
             with self._on(c):
-                self._ai.ai_channels.add_ai_voltage_chan(c.physical, min_val=c.low, max_val=c.high)
+                self._ai.ai_channels.add_ai_voltage_chan(
+                    c.physical, terminal_config=TerminalConfiguration[c.terminal],
+                    min_val=c.low, max_val=c.high)
         with self._on(ai[0]):
             self._ai.timing.cfg_samp_clk_timing(rate, sample_mode=hwtsp)
         clock = f"/{ai[0].device}/ai/SampleClock"
         self._ci = []
         for c in ci:
             self._ci.append(task := self._task())
+            decoding = EncoderType[f"X_{c.decoding}"]
             with self._on(c):
-                task.ci_channels.add_ci_lin_encoder_chan(
-                    c.physical, decoding_type=EncoderType.X_4, units=LengthUnits.TICKS,
-                    dist_per_pulse=1.0, initial_pos=0.0)
+                if c.pulses_per_rev:
+                    task.ci_channels.add_ci_ang_encoder_chan(
+                        c.physical, decoding_type=decoding, units=AngleUnits.TICKS,
+                        pulses_per_rev=c.pulses_per_rev, initial_angle=0.0)
+                else:
+                    task.ci_channels.add_ci_lin_encoder_chan(
+                        c.physical, decoding_type=decoding, units=LengthUnits.TICKS,
+                        dist_per_pulse=1.0, initial_pos=0.0)
                 task.timing.cfg_samp_clk_timing(rate, source=clock, sample_mode=hwtsp)
 
     def _output_tasks(self, ao: list[Channel], do: list[Channel], rate: float, clock: str) -> None:

@@ -26,11 +26,32 @@ class Product:
         channel names, e.g. ``("ai0", ...)``, ``("port0/line0", ...)``.
     self_test : bool
         Whether NI-DAQmx can self-test it (DAQmxSelfTestDevice).
+    terminals : tuple of str
+        Analog input terminal configurations it has (nidaqmx
+        ``TerminalConfiguration`` names; ``DEFAULT`` is always accepted).
+    diff_pairs : int
+        Differential pairs: ``aiN`` (N < diff_pairs) pairs with ``aiN+diff_pairs``,
+        which cannot be differential itself.
     """
 
     name: str
     channels: dict[str, tuple[str, ...]]
     self_test: bool = True
+    terminals: tuple[str, ...] = ("RSE", "NRSE", "DIFF")
+    diff_pairs: int = 8
+
+    def terminal_problem(self, local: str, terminal: str) -> str:
+        """Why analog input ``local`` (``"ai3"``) cannot use ``terminal``; '' when it can."""
+        if terminal == "DEFAULT":
+            return ""
+        if terminal not in self.terminals:
+            return (f"the {self.name} has no {terminal} analog inputs; its terminal "
+                    f"configurations: {', '.join(self.terminals)} (or DEFAULT)")
+        if terminal == "DIFF" and int(local[2:]) >= self.diff_pairs:
+            return (f"{local} is the negative input of ai{int(local[2:]) - self.diff_pairs}'s "
+                    f"differential pair on the {self.name}: a differential input is one of "
+                    f"ai0..ai{self.diff_pairs - 1}")
+        return ""
 
     def on(self, device: str) -> dict[str, list[str]]:
         """The physical channels of kind -> ``DEVICE/channel`` names on ``device``."""
@@ -43,4 +64,8 @@ PCIE_6351 = Product("PCIe-6351", {
     "ci_encoder": tuple(f"ctr{i}" for i in range(4)),
     "do": tuple(f"port{p}/line{i}" for p in range(3) for i in range(8)),
 })
-"""NI PCIe-6351 (X Series) specifications: 16 AI, 2 AO, 4 counters, 3 ports of 8 lines."""
+"""NI PCIe-6351 (X Series) specifications: 16 AI (RSE, NRSE, or 8 differential pairs
+aiN/aiN+8), 2 AO, 4 counters, 3 ports of 8 lines."""
+
+PRODUCTS = {p.name: p for p in (PCIE_6351,)}
+"""Products whose capabilities hapflow knows beyond NI-DAQmx's lists (terminal configurations)."""

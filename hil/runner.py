@@ -456,8 +456,8 @@ class _Loop:
                           f"range [{c.low:g}, {c.high:g}] V")
         if code == safety.VELOCITY:
             c = r.inputs[int(r.pos_index[k])]
-            return kind, (f"{c.port} ({c.physical}) moved at more than {r.vel_limit[k]:g} m/s "
-                          "between two samples")
+            return kind, (f"{c.port} ({c.physical}) moved at more than {r.vel_limit[k]:g} "
+                          f"{c.unit}/s between two samples")
         c = r.ao[k]
         return kind, (f"{c.port} ({c.physical}) = {commands[k]:.6g} {c.unit}"
                       + (f" outside [{r.out_lo[k]:g}, {r.out_hi[k]:g}] {c.unit}"

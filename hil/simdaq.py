@@ -86,7 +86,18 @@ class SimDaq(Backend):
         return True
 
     def open(self, channels: Sequence[Channel], rate: float) -> None:
-        """Build and compile the simulated rig for ``channels`` at ``rate`` Hz."""
+        """Build and compile the simulated rig for ``channels`` at ``rate`` Hz.
+
+        Raises
+        ------
+        DaqError
+            When an analog input's terminal configuration is one the simulated
+            PCIe-6351 does not have (as NI-DAQmx refuses it at task creation).
+        """
+        for c in by_kind(channels, "ai"):
+            problem = PCIE_6351.terminal_problem(c.physical.split("/", 1)[1], c.terminal)
+            if problem:
+                raise DaqError(problem, c.physical)
         self.rig = SimRig(self.graph, channels, rate, self.seed, self.faults, self.noise,
                           self.bits)
         self.pacer = Pacer(rate, self.spin)
@@ -96,7 +107,9 @@ class SimDaq(Backend):
         self._do = self._safe_do.copy()
         self._ai = np.zeros(len(by_kind(channels, "ai")))
         self._counts = np.zeros(len(by_kind(channels, "ci_encoder")), dtype=np.int64)
-
+        divisors = [4 // c.decoding for c in by_kind(channels, "ci_encoder")]
+        self._divisor = np.array(divisors, dtype=np.int64) if any(d != 1 for d in divisors) \
+            else None       # X1/X2 decoding: edges per reported count
     def _rig(self) -> SimRig:
         if self.rig is None:
             raise DaqError("the simulated card is not open: call open() first")
@@ -152,9 +165,13 @@ class SimDaq(Backend):
         return self._edge
 
     def read(self, ai_volts: np.ndarray, counts: np.ndarray) -> None:
-        """The samples of the latest edge."""
+        """The samples of the latest edge; encoder counts after each channel's decoding
+        (X1, X2: the quadrature edges divided down, rounding towards -inf)."""
         ai_volts[:] = self._ai
-        counts[:] = self._counts
+        if self._divisor is None:
+            counts[:] = self._counts
+        else:
+            np.floor_divide(self._counts, self._divisor, out=counts)
 
     def write(self, ao_volts: np.ndarray, do_states: np.ndarray) -> None:
         """Hold the outputs; they reach the plant at the next edge (ignored once the

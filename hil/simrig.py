@@ -15,7 +15,12 @@ settings, so that their effects can be told apart from the delay's):
   (``(value - offset) / scale``), white Gaussian noise of ``noise`` V rms
   added, clipped to the range and quantised likewise (round to nearest,
   codes ``-2^(bits-1) .. 2^(bits-1) - 1`` around the range centre);
-- **encoder counters**: ``round((value - offset) / scale)`` counts;
+- **encoder counters**: the quadrature edges (X4 counts) of the encoder,
+  ``round((value - offset) / (scale * decoding / 4))``: an encoder bound with
+  X1 or X2 decoding has ``decoding / 4`` as many cycles per unit, and the
+  card (:class:`~hapflow.hil.simdaq.SimDaq`, the gRPC device server) divides
+  the edge count down to the decoded count (``floor(edges * decoding / 4)``),
+  as a counter decoding X1 or X2 does;
 - **one sample of transport delay**: :meth:`SimRig.exchange` is one sample
   clock edge.  The values passed are the host's latest write; they are
   latched at this edge, the inputs are sampled at this edge, and the plant
@@ -205,6 +210,7 @@ class SimRig:
         self._ai_index = self._log_index(self.ai)
         self._ci_index = self._log_index(self.ci)
         self._ao_par, self._ai_par, self._ci_par = _arrays(self.ao), _arrays(self.ai), _arrays(self.ci)
+        self._ci_par[0][:] *= [c.decoding / 4 for c in self.ci]     # metres (rad) per X4 edge
         self._enable_of = [self._enable_line(c) for c in self.ao]
         self._enabled = np.ones(len(self.ao), dtype=np.bool_)
         self._active = [c.active for c in self.do]
@@ -293,7 +299,7 @@ class SimRig:
         ai_volts_out : ndarray
             Filled with the analog inputs in V sampled at this edge.
         counts_out : ndarray of int64
-            Filled with the encoder counts at this edge.
+            Filled with the encoder's quadrature edge counts (X4) at this edge.
 
         Raises
         ------

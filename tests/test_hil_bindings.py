@@ -87,8 +87,10 @@ def test_split_of_the_identification_graph():
      ["velocity_limit applies to a measured position"]),
     ("  enc: {channel: Dev1/ctr0, meters_per_count: 1.0e-6}\n",
      ["meters_per_count 1e-06 m differs from the resolution 5e-06 m", "'enc' (Encoder)"]),
-    ("  enc: {channel: Dev1/ctr0, meters_per_count: 5.0e-6, decoding: X2}\n",
-     ["must be X4"]),
+    ("  enc: {channel: Dev1/ctr0, meters_per_count: 5.0e-6, decoding: X3}\n",
+     ["decoding must be X1, X2 or X4"]),
+    ("  motor: {channel: Dev1/ao0, newtons_per_volt: 4.0, decoding: X2}\n",
+     ["decoding applies to encoder channels"]),
     ("  enc: {channel: Dev1/ctr0, newtons_per_volt: 5.0e-6}\n",
      ["newtons_per_volt does not apply to a ci_encoder channel"]),
     ("  motor: {channel: Dev1/ao0, newtons_per_volt: 4.0}\n"
