@@ -47,21 +47,20 @@ def sos_df2t(p, p0, nsec, d, d0, u, advance):
     return v
 
 
-def butter_sos(order: int, cutoff, btype: str, fs: float, owner: str = "",
-               what: str = "cutoff") -> np.ndarray:
+def butter_sos(order: int, cutoff, btype: str, fs: float, what: str = "cutoff") -> np.ndarray:
     """``scipy.signal.butter(order, cutoff, btype, output='sos', fs=fs)`` with a clear error.
 
     Raises
     ------
-    GraphError
+    ParamError
         If a cut-off is not below the Nyquist frequency ``fs / 2``.
     """
     edges = np.atleast_1d(np.asarray(cutoff, dtype=np.float64))
     if np.any(edges >= 0.5 * fs):
-        raise GraphError(f"{owner + ' ' if owner else ''}parameter {what!r} "
-                         f"({', '.join(f'{c:g}' for c in edges)} Hz) must be "
-                         f"below the Nyquist frequency {0.5 * fs:g} Hz of the block's rate "
-                         f"{fs:g} Hz: lower it or run the block faster")
+        raise ParamError(what, f"parameter {what!r} "
+                               f"({', '.join(f'{c:g}' for c in edges)} Hz) must be "
+                               f"below the Nyquist frequency {0.5 * fs:g} Hz of the block's rate "
+                               f"{fs:g} Hz: lower it or run the block faster")
     wn = edges[0] if edges.size == 1 else edges
 
     def design() -> np.ndarray:
@@ -143,8 +142,7 @@ class ButterworthFilter(Block):
 
     def sos(self) -> np.ndarray:
         """The second-order sections (``scipy.signal`` layout) at the block's sample time."""
-        return butter_sos(self.order, self.cutoff, self.btype, 1.0 / sample_time(self),
-                          "ButterworthFilter")
+        return butter_sos(self.order, self.cutoff, self.btype, 1.0 / sample_time(self))
 
     @staticmethod
     @njit
@@ -207,12 +205,12 @@ class Differentiator(Block):
 
         Raises
         ------
-        GraphError
+        ParamError
             If the cut-off is not below the Nyquist frequency.
         """
         ts = sample_time(self)
         if self.cutoff > 0.0 and self.cutoff >= 0.5 / ts:
-            raise GraphError(f"Differentiator parameter 'cutoff' ({self.cutoff:g} Hz) must be "
+            raise ParamError("cutoff", f"parameter 'cutoff' ({self.cutoff:g} Hz) must be "
                              f"below the Nyquist frequency {0.5 / ts:g} Hz (or 0 for no filter)")
         return math.exp(-2.0 * math.pi * self.cutoff * ts) if self.cutoff > 0.0 else 0.0
 
@@ -280,8 +278,8 @@ class LeadLag(Block):
         fs = 1.0 / sample_time(self)
         for name in ("f_zero", "f_pole"):
             if self.values[name] >= 0.5 * fs:
-                raise GraphError(f"LeadLag parameter {name!r} ({self.values[name]:g} Hz) must be "
-                                 f"below the Nyquist frequency {0.5 * fs:g} Hz")
+                raise ParamError(name, f"parameter {name!r} ({self.values[name]:g} Hz) must be "
+                                       f"below the Nyquist frequency {0.5 * fs:g} Hz")
 
         def design() -> np.ndarray:
             import scipy.signal

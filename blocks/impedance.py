@@ -285,25 +285,17 @@ class EWLS(Block):
             self.outputs[name] = Out(1, unit=unit, depends="state", doc=doc)
         self.outputs["error"] = Out(1, unit="N", depends="state",
                                     doc="a-priori prediction error of the last update")
-        scales = self.values["scales"]
-        if scales is not None:
-            if len(scales) != n:
-                raise ParamError("scales", f"parameter 'scales' needs {n} values (one per "
-                                           f"regressor {', '.join(regs)}), got {len(scales)}")
-            if any(s <= 0 for s in scales):
-                raise ParamError("scales", "parameter 'scales' must be > 0")
         self.dstate = _ewls.state_size(n) + 1
 
-    def set(self, name, value) -> None:
-        """Change a live parameter (``scales`` must keep one positive value per regressor)."""
-        old = self.values.get(name)
-        super().set(name, value)
-        if name == "scales":
-            try:
-                self.configure()
-            except ParamError:
-                self.values[name] = old
-                raise
+    def validate(self, changed: str | None) -> None:
+        """``scales``, when given, holds one positive value per regressor."""
+        scales, regs = self.values["scales"], self.regs
+        if scales is not None:
+            if len(scales) != len(regs):
+                raise ParamError("scales", f"parameter 'scales' needs {len(regs)} values (one "
+                                           f"per regressor {', '.join(regs)}), got {len(scales)}")
+            if any(s <= 0 for s in scales):
+                raise ParamError("scales", "parameter 'scales' must be > 0")
 
     def pack(self) -> np.ndarray:
         """The parameters laid out as :data:`EWLS_P` names them."""

@@ -301,8 +301,7 @@ class ImpedanceHead(Block):
 
     def sos(self) -> np.ndarray:
         """The charge-amplifier low-pass sections (``scipy.signal`` layout)."""
-        return butter_sos(self.order, self.cutoff, "lowpass", 1.0 / sample_time(self),
-                          "ImpedanceHead")
+        return butter_sos(self.order, self.cutoff, "lowpass", 1.0 / sample_time(self))
 
     @staticmethod
     @njit

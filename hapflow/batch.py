@@ -51,7 +51,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numba
 import numpy as np
 
-from .block import Block, ParamError
+from .block import Block
 from .compiler import compile_batch, compile_lanes, compile_variant
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
@@ -280,9 +280,9 @@ class Filler:
         block = self.sim.graph.nodes[name].block
         if plain:
             try:
-                return block._coerce(param, block.params[param], value)
-            except ParamError as exc:
-                return GraphError(f"block {name!r}: {exc}", block=name)
+                return block.coerce(param, value)
+            except GraphError as exc:
+                return exc
         current = block.values[param]
         try:
             self.sim.set(f"{name}.{param}", value)

@@ -33,10 +33,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, ClassVar
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
+from .errors import GraphError, Where, suggest, valid_list
 from .names import SCALAR_KINDS, Derived, offsets, state_sizes
 from .params import Param
 from .ports import In, Out
@@ -44,18 +47,65 @@ from .ports import In, Out
 KERNELS = ("output", "update", "deriv", "guard", "reset", "init")
 
 
-class ParamError(ValueError):
-    """A parameter problem found while constructing a block.
+@dataclass
+class Origin:
+    """Where a block comes from: its name in a graph and, from a graph file, the file and line
+    of its declaration and of each parameter (for the errors it raises)."""
 
-    Attributes
+    name: str | None = None
+    where: Where = field(default_factory=Where)
+    param_where: dict[str, Where] = field(default_factory=dict)
+
+
+class ParamError(GraphError):
+    """A parameter that is unknown, missing or invalid, alone or with the others.
+
+    Blocks raise it naming the parameter; the :class:`Block` base class adds
+    the block's type, its name in the graph and (from a graph file) the file
+    and line of the parameter, so the message reads
+    ``graph.yaml:12: block 'pid' (PIDFeedforward): parameter 'kp' must be > 0``.
+
+    Parameters
     ----------
     param : str
         Name of the offending parameter.
+    message : str
+        What is wrong and what would be valid.
+    block : str, optional
+        The block's name in its graph.
+    where : Where, optional
+        File and line the value comes from.
+    block_type : str, optional
+        The block's class name.
     """
 
-    def __init__(self, param: str, message: str):
+    def __init__(self, param: str, message: str, block: str | None = None,
+                 where: Where | None = None, block_type: str | None = None):
         self.param = param
-        super().__init__(message)
+        self.block_type = block_type
+        super().__init__(message, where, block=block, key=param)
+
+    def place(self, block: "Block", from_source: bool = True) -> "ParamError":
+        """Fill in what is not known yet from ``block`` (its type and name and, when the value
+        comes from the block's source (its graph file), the parameter's file and line);
+        returns itself."""
+        origin = block.origin
+        self.block_type = self.block_type or type(block).__name__
+        self.block = self.block or origin.name
+        if from_source and not (self.where.file or self.where.line):
+            self.where = origin.param_where.get(self.param, origin.where)
+        self.args = (str(self),)
+        return self
+
+    def __str__(self) -> str:
+        kind = f" ({self.block_type})" if self.block_type and self.block else ""
+        who = (f"block {self.block!r}{kind}: " if self.block
+               else f"{self.block_type}: " if self.block_type else "")
+        prefix = str(self.where)
+        return f"{prefix + ': ' if prefix else ''}{who}{self.message}"
+
+    def __reduce__(self) -> tuple:
+        return (ParamError, (self.param, self.message, self.block, self.where, self.block_type))
 
 
 class Block:
@@ -108,7 +158,10 @@ class Block:
     reset: ClassVar[Callable | None] = None
     init: ClassVar[Callable | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any):
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any):
+        """Check the declarations, name the offsets and register the class by name
+        (``class Mine(Block, register=False)`` keeps a local class, e.g. a test's, out of
+        the registry; :func:`hapflow.registry.registered` adds it for a while)."""
         super().__init_subclass__(**kwargs)
         clash = [n for n in (*cls.params, *cls.derived)
                  if hasattr(Block, n) or n in ("type", "rate", "tick_offset")]
@@ -117,8 +170,9 @@ class Block:
             raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes, "
                             "the graph-file block keys type/rate/tick_offset or a parameter")
         cls._name_offsets()
-        from .registry import register
-        register(cls)
+        if register:
+            from . import registry
+            registry.register(cls)
 
     @classmethod
     def _name_offsets(cls) -> None:
@@ -134,25 +188,50 @@ class Block:
                                                            cls.derived.items()])
 
     def __init__(self, **values: Any):
+        self.__dict__.setdefault("origin", Origin())
         self.values: dict[str, Any] = {}
-        for name in values:
-            if name not in self.params:
-                from .errors import suggest, valid_list
-                raise ParamError(name, f"unknown parameter {name!r}{suggest(name, self.params)} "
-                                       f"Valid parameters of {type(self).__name__}: "
-                                       f"{valid_list(self.params)}")
-        for name, spec in self.params.items():
-            if name in values:
-                self.values[name] = self._coerce(name, spec, values[name])
-            elif spec.required:
-                raise ParamError(name, f"missing required parameter {name!r} "
-                                       f"({spec.unit or 'dimensionless'}): {spec.doc}")
-            else:
-                self.values[name] = spec.default
-        self.inputs = dict(type(self).inputs)
-        self.outputs = dict(type(self).outputs)
-        self.configure()
-        self.validate(None)
+        with self.naming_errors():
+            for name in values:
+                if name not in self.params:
+                    raise ParamError(name, f"unknown parameter {name!r}{suggest(name, self.params)} "
+                                           f"Valid parameters of {type(self).__name__}: "
+                                           f"{valid_list(self.params)}")
+            for name, spec in self.params.items():
+                if name in values:
+                    self.values[name] = self._coerce(name, spec, values[name])
+                elif spec.required:
+                    raise ParamError(name, f"missing required parameter {name!r} "
+                                           f"({spec.unit or 'dimensionless'}): {spec.doc}")
+                else:
+                    self.values[name] = spec.default
+            self.inputs = dict(type(self).inputs)
+            self.outputs = dict(type(self).outputs)
+            self.configure()
+            self.validate(None)
+
+    @classmethod
+    def built(cls, origin: Origin, **values: Any) -> "Block":
+        """A block that knows its graph name and source from the start, so an error in its
+        parameters names them (graph files build blocks this way).
+
+        Raises
+        ------
+        ParamError
+            As the constructor, with the block name and the parameter's file and line.
+        """
+        block = cls.__new__(cls)
+        block.origin = origin
+        block.__init__(**values)
+        return block
+
+    @contextmanager
+    def naming_errors(self, from_source: bool = True) -> Iterator[None]:
+        """Let a :class:`ParamError` raised inside name this block (type, graph name and, for
+        values ``from_source``, the file and line of the parameter)."""
+        try:
+            yield
+        except ParamError as exc:
+            raise exc.place(self, from_source) from None
 
     @staticmethod
     def _coerce(name: str, spec: Param, value: Any) -> Any:
@@ -161,6 +240,18 @@ class Block:
         except ValueError as exc:
             unit = f" [{spec.unit}]" if spec.unit else ""
             raise ParamError(name, f"parameter {name!r}{unit} {exc}") from None
+
+    def coerce(self, name: str, value: Any) -> Any:
+        """``value`` of parameter ``name`` as the block stores it (alone: rules between
+        parameters are not checked).
+
+        Raises
+        ------
+        ParamError
+            If the value is not valid for the parameter.
+        """
+        with self.naming_errors(from_source=False):
+            return self._coerce(name, self.params[name], value)
 
     def __getattr__(self, name: str) -> Any:
         values = self.__dict__.get("values")
@@ -315,21 +406,32 @@ class Block:
             If the parameter is unknown, structural, or the value is invalid,
             alone or with the others (:meth:`validate`; the old value is kept).
         """
-        spec = self.params.get(name)
-        if spec is None:
-            from .errors import suggest, valid_list
-            raise ParamError(name, f"unknown parameter {name!r}{suggest(name, self.params)} "
-                                   f"Valid: {valid_list(self.params)}")
-        if not spec.live:
-            raise ParamError(name, f"parameter {name!r} is structural: it changes the generated "
-                                   "code, so rebuild the graph to change it")
-        old = self.values[name]
-        self.values[name] = self._coerce(name, spec, value)
-        try:
-            self.validate(name)
-        except ParamError:
-            self.values[name] = old
-            raise
+        with self.naming_errors(from_source=False):    # the value comes from the caller
+            spec = self.params.get(name)
+            if spec is None:
+                raise ParamError(name, f"unknown parameter {name!r}{suggest(name, self.params)} "
+                                       f"Valid: {valid_list(self.params)}")
+            if not spec.live:
+                raise ParamError(name, f"parameter {name!r} is structural: it changes the "
+                                       "generated code, so rebuild the graph to change it")
+            old = self.values[name]
+            self.values[name] = self._coerce(name, spec, value)
+            try:
+                self.validate(name)
+            except ParamError:
+                self.values[name] = old
+                raise
+
+    def packed(self) -> np.ndarray:
+        """:meth:`pack`, with its errors naming this block (what the engine calls).
+
+        Raises
+        ------
+        ParamError
+            For a value the block's design rejects (a cut-off above Nyquist ...).
+        """
+        with self.naming_errors():
+            return self.pack()
 
     def structural_key(self) -> tuple:
         """Everything about this block that shapes the generated code (for the cache hash)."""

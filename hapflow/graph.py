@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import networkx as nx
 
-from .block import Block, ParamError
+from .block import Block, Origin
 from .errors import GraphError, Where, suggest, valid_list
 from .units import UnitError, dimension
 
@@ -200,6 +200,8 @@ class Graph:
             raise GraphError(f"block {name!r} ({type(block).__name__}) has continuous state or "
                              "events, so it must run at the base rate; remove its 'rate'",
                              where, block=name, key="rate")
+        if block.origin.name is None:
+            block.origin = Origin(name, where, block.origin.param_where)
         block.sample_time = divider / self.rate
         self.nodes[name] = Node(name, block, divider, offset, rate, where)
         return block
@@ -223,14 +225,15 @@ class Graph:
                              f"{suggest(name, self.nodes)} Blocks: {valid_list(self.nodes)}",
                              block=name)
         block = node.block
-        try:
-            if param in block.params and not block.params[param].live:
-                node.block = type(block)(**{**block.values, param: value})
-                node.block.sample_time = block.sample_time
-            else:
-                block.set(param, value)
-        except ParamError as exc:
-            raise GraphError(f"block {name!r}: {exc}", block=name) from None
+        if param in block.params and not block.params[param].live:
+            origin = block.origin       # the new value does not come from the graph file
+            node.block = type(block).built(
+                Origin(origin.name, origin.where,
+                       {k: w for k, w in origin.param_where.items() if k != param}),
+                **{**block.values, param: value})
+            node.block.sample_time = block.sample_time
+        else:
+            block.set(param, value)
 
     def _divider(self, name: str, rate: Any, where: Where) -> int:
         if rate is None:
@@ -338,14 +341,8 @@ class Graph:
         ``pack`` designs each block at its sample time (designs are cached, so
         the compiler's own call costs nothing more).
         """
-        for name, node in self.nodes.items():
-            try:
-                node.block.pack()
-            except (GraphError, ParamError) as exc:
-                message = exc.message if isinstance(exc, GraphError) else str(exc)
-                raise GraphError(f"block {name!r} ({type(node.block).__name__}, "
-                                 f"{1.0 / node.block.sample_time:g} Hz): {message}", node.where,
-                                 block=name) from None
+        for node in self.nodes.values():
+            node.block.packed()
 
     def _drivers(self) -> dict[tuple[str, str], Wire]:
         drivers: dict[tuple[str, str], Wire] = {}
@@ -509,8 +506,4 @@ def construct(type_name: str, cls: type[Block] | None, values: dict[str, Any], b
         raise GraphError(f"unknown block type {type_name!r} for block {block!r}"
                          f"{suggest(type_name, known)} Known types: {valid_list(known)}",
                          where, block=block)
-    try:
-        return cls(**values)
-    except ParamError as exc:
-        at = (param_where or {}).get(exc.param, where)
-        raise GraphError(f"block {block!r} ({type_name}): {exc}", at, block=block) from None
+    return cls.built(Origin(block, where, dict(param_where or {})), **values)

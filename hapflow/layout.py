@@ -105,7 +105,7 @@ def build_layout(checked: Checked) -> Layout:
         x = take("x", block.cstate)
         positions += [x.start + k for k in block.position_states]
         layout.blocks[name] = {"x": x, "d": take("d", block.dstate), "m": take("m", block.istate + block.random_streams),
-                               "p": take("p", block.pack().size), "g": take("g", block.nguards)}
+                               "p": take("p", block.packed().size), "g": take("g", block.nguards)}
         for key in "xdmp":
             named = names.fields(block, key)
             if named:

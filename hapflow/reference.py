@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 
-from .block import Block
+from .block import Block, ParamError
 from .params import REQUIRED
 
 
@@ -26,7 +26,7 @@ def reference(cls: type[Block]) -> str:
     try:
         sample: Block | type[Block] = cls()
         note = "ports with default parameters:"
-    except ValueError:
+    except ParamError:
         sample, note = cls, "declared ports:"
     out += [note, *_ports(sample), "", "parameters:"]
     for name, spec in cls.params.items():

@@ -8,8 +8,10 @@ is imported from a path written in a graph file.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from importlib import import_module
 from importlib.metadata import entry_points
+from typing import Iterator
 
 _TYPES: dict[str, type] = {}
 _LOADED = False
@@ -20,6 +22,23 @@ def register(cls: type) -> type:
     if not cls.__name__.startswith("_"):
         _TYPES[cls.__name__] = cls
     return cls
+
+
+@contextmanager
+def registered(*classes: type) -> Iterator[None]:
+    """Register ``classes`` (declared with ``register=False``) for the ``with`` body only,
+    so a graph file can name them; what their names meant before comes back after."""
+    saved = {c.__name__: _TYPES.get(c.__name__) for c in classes}
+    for cls in classes:
+        register(cls)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                _TYPES.pop(name, None)
+            else:
+                _TYPES[name] = old
 
 
 def _load() -> None:
@@ -41,6 +60,12 @@ def lookup(name: str) -> type | None:
             if ep.name == name:
                 register(ep.load())
     return _TYPES.get(name)
+
+
+def types() -> dict[str, type]:
+    """Every registered block class by name (a copy; plug-ins not yet loaded are left out)."""
+    _load()
+    return dict(_TYPES)
 
 
 def names() -> list[str]:

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from . import __version__
-from .block import Block, ParamError
+from .block import Block
 from .compiler import Program, compile_error, compile_graph
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
@@ -135,11 +135,7 @@ class Simulation:
 
     def _pack(self, name: str) -> None:
         slot = self.layout.blocks[name]["p"]
-        try:
-            values = checked_pack(self.graph.nodes[name].block, name, slot.size)
-        except ParamError as exc:
-            raise GraphError(f"block {name!r}: {exc}", self.graph.nodes[name].where,
-                             block=name) from None
+        values = checked_pack(self.graph.nodes[name].block, name, slot.size)
         self.arrays["p"][slot.start:slot.stop] = values
 
     def _initial_state(self) -> None:
@@ -170,13 +166,12 @@ class Simulation:
                              f"{suggest(block, self.graph.nodes)}", block=block)
         target = self.graph.nodes[block].block
         old = target.values.get(param)
+        target.set(param, value)
         try:
-            target.set(param, value)
             self._pack(block)
-        except (ParamError, GraphError) as exc:
-            if param in target.values:
-                target.values[param] = old
-            raise GraphError(f"block {block!r}: {exc}", block=block) from None
+        except GraphError:
+            target.values[param] = old
+            raise
 
     def reset(self, seed: int | None = None) -> None:
         """Go back to tick 0 with the current parameters, without recompiling.
@@ -445,7 +440,7 @@ def checked_pack(block: Block, name: str, size: int) -> np.ndarray:
     GraphError
         If ``pack`` returned another number of values (live parameters cannot change sizes).
     """
-    values = block.pack()
+    values = block.packed()
     if values.size != size:
         raise GraphError(f"block {name!r}: pack() returned {values.size} values, "
                          f"expected {size} (live parameters cannot change sizes)", block=name)

@@ -1,16 +1,19 @@
 """Named parameters and states (hapflow/names.py) and the validation hook (Block.validate)."""
+import pickle
+
 import numpy as np
 import pytest
 from numba import njit
 
 import hapflow as hf
+from hapflow import registry
 from hapflow.block import Block, ParamError
 from hapflow.names import Derived
 from hapflow.params import Live, positive
 from hapflow.ports import In, Out
 
 
-class NamedSpring(Block):
+class NamedSpring(Block, register=False):
     """A mass on a spring, written with names: m a = force - 2 k x.
 
     Ports
@@ -47,6 +50,13 @@ class NamedSpring(Block):
 SP, SX = NamedSpring.P, NamedSpring.X
 
 
+@pytest.fixture(autouse=True)
+def named_spring_in_the_registry():
+    """The graph files here name NamedSpring; it leaves the registry with the module's tests."""
+    with registry.registered(NamedSpring):
+        yield
+
+
 def test_offsets_follow_the_declarations_and_pack_puts_values_there():
     assert NamedSpring.P == (0, 1, 2, 3, 4) and NamedSpring.P._fields[-1] == "k2"
     assert NamedSpring.X == (0, 1) and NamedSpring.cstate == 2
@@ -57,7 +67,7 @@ def test_offsets_follow_the_declarations_and_pack_puts_values_there():
 
 
 def test_a_derived_value_of_the_wrong_size_is_named():
-    class Wrong(Block):
+    class Wrong(Block, register=False):
         params = {"a": Live(1.0)}
         derived = {"pair": Derived(lambda b: [b.a, b.a], size=1)}
     with pytest.raises(ParamError, match="derived parameter 'pair' of Wrong has 2 values, "
@@ -66,10 +76,10 @@ def test_a_derived_value_of_the_wrong_size_is_named():
 
 
 def test_no_offsets_after_an_array_parameter_or_for_a_block_that_packs_by_hand():
-    class Arrays(Block):
+    class Arrays(Block, register=False):
         params = {"a": Live(1.0), "gains": Live([1.0, 2.0], kind="floats"), "b": Live(0.0)}
 
-    class ByHand(Block):
+    class ByHand(Block, register=False):
         params = {"a": Live(1.0)}
 
         def pack(self):
@@ -123,10 +133,29 @@ def test_a_named_kernel_follows_its_closed_form():
 
 
 def test_an_optional_alternative_is_not_packed_its_derived_value_is():
-    class Rates(Block):
+    class Rates(Block, register=False):
         params = {"k": Live(100.0, unit="N/m"),
                   "k_alt": Live(None, unit="N/m", doc="optional: replaces k")}
         derived = {"k_used": Derived(lambda b: b.k if b.k_alt is None else b.k_alt)}
     assert Rates.P._fields == ("k", "k_used")
     np.testing.assert_array_equal(Rates().pack(), [100.0, 100.0])         # no NaN for None
     np.testing.assert_array_equal(Rates(k_alt=7.0).pack(), [100.0, 7.0])
+
+
+def test_a_param_error_is_a_hapflow_error_naming_block_parameter_file_and_line():
+    with pytest.raises(hf.HapflowError) as err:            # from Python: the block type
+        NamedSpring(mass=-1.0)
+    assert isinstance(err.value, ParamError) and err.value.param == "mass"
+    assert str(err.value).startswith("NamedSpring: parameter 'mass' [kg] must be > 0")
+    bad = GRAPH.replace("k: 40.0}", "k: 40.0,\n           x_min: 5.0}")
+    with pytest.raises(hf.HapflowError) as err:            # from a graph file: file and line
+        hf.loads(bad, "spring.yaml")
+    assert str(err.value) == ("spring.yaml:6: block 'spring' (NamedSpring): "
+                              "'x_min' must be < 'x_max'")
+    assert (err.value.block, err.value.param, err.value.where.line) == ("spring", "x_min", 6)
+    graph = hf.loads(GRAPH, "spring.yaml")
+    with pytest.raises(ParamError) as err:                 # a value set later is not in the file
+        graph.set("spring.x_max", -2.0)
+    assert str(err.value) == "block 'spring' (NamedSpring): 'x_min' must be < 'x_max'"
+    again = pickle.loads(pickle.dumps(err.value))          # crosses process boundaries (studies)
+    assert (str(again), again.param, again.block) == (str(err.value), "x_max", "spring")
