@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from hapflow import registry
+
 os.environ.setdefault("HAPFLOW_CACHE_DIR", os.path.join(tempfile.gettempdir(), "hapflow-test-cache"))
 
 
@@ -44,3 +46,24 @@ def endless_run(spawn):
             time.sleep(0.0005)
         return child
     return start
+
+
+def pytest_collection_finish(session):
+    """No block class of a test module is in the registry: registry-wide tests (the block
+    contract) are parametrised over it while other modules are collected, so a test's block
+    there would be tested as a library block in one worker and not in another."""
+    local = [f"{c.__module__}.{c.__qualname__}" for c in registry.types().values()
+             if not c.__module__.startswith("hapflow.")]
+    if local:
+        raise pytest.UsageError(f"test blocks registered for good: {', '.join(local)}; declare "
+                                "them with `register=False` (and use registry.registered())")
+
+
+@pytest.fixture(autouse=True)
+def _registry_unchanged():
+    """A test leaves the block registry as it found it (see pytest_collection_finish)."""
+    before = registry.types()
+    yield
+    changed = {n: c for n, c in registry.types().items() if before.get(n) is not c}
+    assert not changed, (f"the test registered block types {sorted(changed)} for good; declare "
+                         "them with `register=False` (and use registry.registered())")

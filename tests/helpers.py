@@ -13,7 +13,7 @@ from hapflow.params import Live, Structural
 from hapflow.ports import In, Out
 
 
-class _Table(Block):
+class _Table(Block, register=False):
     """Test source: replays ``table`` (rows of ``size`` values), one row per tick.
 
     Ports
@@ -73,7 +73,7 @@ def mixed_graph():
     return g
 
 
-class Allocating(Block):
+class Allocating(Block, register=False):
     """Test block whose output kernel allocates a temporary array every call (negative control).
 
     Ports

@@ -72,7 +72,7 @@ def test_every_block_documents_its_ports(name):
 
 
 def test_the_contract_fails_on_a_documented_port_the_block_does_not_declare():
-    class Documented(Block):
+    class Documented(Block, register=False):
         """A block whose docstring promises a port it lacks.
 
         Ports
@@ -129,7 +129,7 @@ def test_every_output_that_declares_no_feedthrough_has_none(name):
 
 
 def test_the_feedthrough_contract_fails_on_an_undeclared_feedthrough():
-    class Leaky(Block):
+    class Leaky(Block, register=False):
         """Says its output holds state; it passes its input through.
 
         Ports

@@ -147,7 +147,7 @@ def test_a_kernel_that_allocates_still_runs_in_units():
     _same(a, hf.Simulation(g2, interpret=True).run(0.1, progress=False))
 
 
-class Broken(hf.Block):
+class Broken(hf.Block, register=False):
     """Output kernel that adds a string to a number.
 
     Ports

@@ -112,7 +112,7 @@ def test_inlined_and_view_call_kernels_are_bit_identical():
 
 
 def test_kernel_signature_mismatch_is_reported_at_add():
-    class Lag(hf.Block):
+    class Lag(hf.Block, register=False):
         """Lag whose output kernel forgets its input.
 
         Ports
