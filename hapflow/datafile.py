@@ -217,26 +217,16 @@ class Signal:
     unit: str | None = None
 
 
-PREFIXES = {"p": 1e-12, "n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "c": 1e-2, "k": 1e3,
-            "M": 1e6}
-"""SI prefixes a data file's unit may carry (``mm``, ``mN``, ``uV``, ``mm/s``)."""
-
-
 def si_unit(unit: str) -> tuple[float, str] | None:
-    """``(factor, SI unit)`` of a unit string: ``"mm"`` -> ``(1e-3, "m")``, ``"N"`` ->
-    ``(1.0, "N")``; None when it is neither an SI unit (:mod:`hapflow.units`) nor one
-    with a prefix on its first symbol."""
-    from .units import UnitError, dimension
-    candidates = [(1.0, unit)]
-    if len(unit) > 1 and unit[0] in PREFIXES:
-        candidates.append((PREFIXES[unit[0]], unit[1:]))
-    for factor, base in candidates:
-        try:
-            dimension(base)
-        except UnitError:
-            continue
-        return factor, base
-    return None
+    """``(factor, SI unit)`` of a unit string (through pint, :mod:`hapflow.units`): ``"mm"``
+    -> ``(1e-3, "m")``, ``"gf"`` -> ``(0.00980665, "N")``, ``"N"`` -> ``(1.0, "N")``; None
+    when pint does not know it."""
+    from .units import UnitError, si_text, to_si
+    try:
+        factor, dims = to_si(unit)
+    except UnitError:
+        return None
+    return factor, si_text(dims)
 
 
 TIME_NAMES = ("time", "t")

@@ -192,6 +192,12 @@ class Graph:
             except UnitError as exc:
                 raise GraphError(f"port {name}.{port}: {exc}", where, block=name,
                                  port=port, key="unit") from None
+        for param, spec in block.params.items():
+            try:
+                dimension(spec.unit)
+            except UnitError as exc:
+                raise GraphError(f"block {name!r} ({type(block).__name__}) declares parameter "
+                                 f"{param!r} in an invalid unit: {exc}", where, block=name) from None
         divider = self._divider(name, rate, where)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < divider:
             raise GraphError(f"block {name!r}: tick offset must be an integer tick count in "

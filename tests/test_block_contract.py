@@ -9,7 +9,9 @@ import pytest
 import hapflow.blocks  # noqa: F401 - registers the library
 from hapflow import registry
 from hapflow.block import Block
+from hapflow.params import Live
 from hapflow.ports import In, Out
+from hapflow.units import UnitError, dimension
 
 
 def documented_ports(cls: type) -> dict[str, str]:
@@ -146,3 +148,28 @@ def test_the_feedthrough_contract_fails_on_an_undeclared_feedthrough():
             y[0] = u[0]
     assert feedthrough_problems(Leaky()) == [
         "output 'y' changes with input 'u' but declares depends='state'"]
+
+
+def unit_problems(cls: type) -> list[str]:
+    """Parameters whose declared unit is not a coherent SI unit pint parses."""
+    problems = []
+    for name, spec in cls.params.items():
+        try:
+            dimension(spec.unit)
+        except UnitError as exc:
+            problems.append(f"parameter {name!r}: {exc}")
+    return problems
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_parameter_unit_parses(name):
+    assert unit_problems(registry.lookup(name)) == []
+
+
+def test_the_unit_contract_fails_on_a_unit_that_does_not_parse_or_is_not_si():
+    class Sloppy(Block, register=False):
+        params = {"gap": Live(1.0, unit="mm"), "gain": Live(1.0, unit="N/furlongs"),
+                  "k": Live(1.0, unit="N/m")}
+    problems = unit_problems(Sloppy)
+    assert len(problems) == 2 and "'gap'" in problems[0] and "'gain'" in problems[1]
+    assert "write the value in m" in problems[0] and "furlongs" in problems[1]

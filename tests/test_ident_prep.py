@@ -182,7 +182,9 @@ def test_csv_columns_by_name_and_volts(tmp_path):
     np.testing.assert_allclose(mo.force, 200.0 * x, rtol=1e-12, atol=1e-12)
     assert unit_factor("position", "V*2.5 mm/V") == pytest.approx(2.5e-3)
     assert unit_factor("force", "0.5*N") == 0.5
-    for bad in ("V", "V*m/V*V", "furlong", "m*m", "0*m"):
+    assert unit_factor("position", "in") == 0.0254 and unit_factor("acceleration", "g") == 9.80665
+    assert unit_factor("force", "V*2 lbf/V") == pytest.approx(2 * 4.4482216152605)
+    for bad in ("V", "V*m/V*V", "bogus", "m*m", "0*m", "s", "N"):
         with pytest.raises(IdentError, match="unknown position unit"):
             unit_factor("position", bad)
     with pytest.raises(SignalError, match="no column 'z' \\(for position\\)"):

@@ -170,7 +170,7 @@ def test_the_files_unit_is_converted_and_a_wrong_quantity_is_an_error(tmp_path):
     with pytest.raises(ParamError, match=r"mm.csv column .pos. is in mm, not a quantity of "
                                            r"unit 'N'; give unit: m"):
         Playback(file=str(path), column="pos", unit="N")
-    with pytest.raises(ParamError, match=r"parameter .unit.: unknown unit .mm."):
+    with pytest.raises(ParamError, match=r"parameter .unit.: unit .mm. is 0.001 m"):
         Playback(file=str(path), column="pos", unit="mm")
     with h5py.File(tmp_path / "s.h5", "w") as f:
         f.create_dataset("daq/force", data=x).attrs["unit"] = "mN"

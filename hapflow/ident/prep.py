@@ -99,6 +99,7 @@ from typing import Any
 
 import numpy as np
 
+from ..units import UnitError, scale, to_si
 from .errors import IdentError, SignalError
 
 VELOCITY_METHODS = ("fusion", "spectral", "savgol", "encoder", "accel", "difference")
@@ -202,14 +203,16 @@ def default_trim(method: str, cutoff: float, crossover: float, highpass: float) 
     corner = {"encoder": cutoff, "fusion": crossover, "accel": highpass}.get(method)
     return 0.0 if corner is None else 3.0 / corner
 
-# unit name -> factor to SI, per quantity
-UNITS: dict[str, dict[str, float]] = {
-    "time": {"s": 1.0, "ms": 1e-3, "us": 1e-6},
-    "position": {"m": 1.0, "mm": 1e-3, "um": 1e-6, "µm": 1e-6, "cm": 1e-2, "in": 0.0254},
-    "force": {"N": 1.0, "mN": 1e-3, "kN": 1e3, "gf": 9.80665e-3, "kgf": 9.80665,
-              "lbf": 4.4482216152605, "ozf": 0.27801385095378125},
-    "acceleration": {"m/s^2": 1.0, "m/s2": 1.0, "mm/s^2": 1e-3, "g": 9.80665},
+# the SI unit of each quantity, and the units the docstring of read_motion lists (pint reads
+# any other of the same dimension too, see hapflow.units)
+UNITS: dict[str, tuple[str, ...]] = {
+    "time": ("s", "ms", "us"),
+    "position": ("m", "mm", "um", "µm", "cm", "in"),
+    "force": ("N", "mN", "kN", "gf", "kgf", "lbf", "ozf"),
+    "acceleration": ("m/s^2", "m/s2", "mm/s^2", "g"),
 }
+_STANDARD_GRAVITY = re.compile(r"(?<![A-Za-z_])g(?![A-Za-z_0-9])")
+"""``g`` in an acceleration unit: standard gravity (pint's ``g_0``), not the gram."""
 
 _ALIASES = {"time": ("time", "t"),
             "position": ("position", "displacement", "pos", "x"),
@@ -724,16 +727,13 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
     return motion
 
 
-_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)?\s*(\S*)\s*$")
-
-
 def unit_factor(quantity: str, spec: str) -> float:
     """Factor from a column's unit to SI: a unit name, or a product with numbers and volts.
 
     ``mm`` -> 1e-3; ``V*0.001 m/V`` (a sensor giving 1 mm per volt) -> 1e-3;
-    ``V*2.5 mm/V`` -> 2.5e-3; ``0.5*N`` -> 0.5.  The terms multiply; each is a
-    number, a unit of ``quantity`` (:data:`UNITS`), ``V``, or ``<unit>/V``
-    (optionally after a number), and the volts must cancel.
+    ``V*2.5 mm/V`` -> 2.5e-3; ``0.5*N`` -> 0.5; ``lbf`` -> 4.448.  pint reads
+    it (:func:`hapflow.units.scale`); the result must be a ``quantity`` (the
+    volts cancel).
 
     Raises
     ------
@@ -741,32 +741,19 @@ def unit_factor(quantity: str, spec: str) -> float:
         Naming the valid units of the quantity and the accepted forms.
     """
     known = UNITS[quantity]
-    example = next(iter(known))
+    example = known[1]
 
     def bad() -> IdentError:
-        return IdentError(f"unknown {quantity} unit {spec!r}; use one of {', '.join(known)}, or a "
-                          f"scaled one such as '{example}*0.5' or, for a signal in volts, "
-                          f"'V*0.001 {example}/V'")
+        return IdentError(f"unknown {quantity} unit {spec!r}; use one of {', '.join(known)} (or "
+                          f"another {quantity} unit pint knows), or a scaled one such as "
+                          f"'{example}*0.5' or, for a signal in volts, 'V*0.001 {example}/V'")
 
-    factor, dim, volts = 1.0, 0, 0
-    for term in spec.split("*"):
-        m = _NUMBER.match(term)
-        if not m or not (m.group(1) or m.group(2)):
-            raise bad()
-        number, unit = m.groups()
-        if number:
-            factor *= float(number)
-        if not unit:
-            continue
-        if unit == "V":
-            volts += 1
-        elif unit in known:
-            factor, dim = factor * known[unit], dim + 1
-        elif unit.endswith("/V") and unit[:-2] in known:
-            factor, dim, volts = factor * known[unit[:-2]], dim + 1, volts - 1
-        else:
-            raise bad()
-    if dim != 1 or volts != 0 or not math.isfinite(factor) or factor == 0.0:
+    text = _STANDARD_GRAVITY.sub("g_0", spec) if quantity == "acceleration" else spec
+    try:
+        factor, dims = scale(text)
+    except UnitError:
+        raise bad() from None
+    if dims != to_si(known[0])[1] or not math.isfinite(factor) or factor == 0.0:
         raise bad()
     return factor
 
