@@ -160,9 +160,9 @@ def test_scientific_notation_is_a_number_not_a_string():
 
 def test_unknown_unit_string():
     path, err = build_error("unknown_unit")
-    msg = assert_located(err, path, line_of(path, "unit: meters"))
+    msg = assert_located(err, path, line_of(path, "unit: meterz"))
     assert "src.y" in msg
-    assert "unknown unit 'meters'" in msg
+    assert "unknown unit 'meterz'" in msg
     assert "m, kg, s" in msg  # the valid symbols
 
 
