@@ -262,7 +262,8 @@ def ekf_table() -> None:
 
     import hapflow
     from hapflow.blocks.flexible import D_SIZE, flex_rate, packed_model
-    from hapflow.blocks.flexible_ekf import (FlexibleLinkEKF, correct, ekf_step, predict,
+    from hapflow.blocks.flexible_ekf import (O_AB, O_HU, O_PHI, O_P, O_TMP, O_V, O_VAR,
+                                             FlexibleLinkEKF, correct, ekf_step, predict,
                                              propagate, state_matrix, transition)
     block = FlexibleLinkEKF()
     block.sample_time = 1e-4
@@ -291,10 +292,10 @@ def ekf_table() -> None:
             elif which == 1:
                 predict(p, model, d)
             elif which == 2:
-                state_matrix(model, d, D.ab, D.hu, D.v)
+                state_matrix(model, d, O_AB, O_HU, O_V)
             else:
-                transition(d, D.ab, D.phi, D.tmp, 1e-4)
-                propagate(d, D.ab, D.phi, D.P, D.tmp, 1e-4, d[D.var:D.var + 3])
+                transition(d, O_AB, O_PHI, O_TMP, 1e-4)
+                propagate(d, O_AB, O_PHI, O_P, O_TMP, 1e-4, d[O_VAR:O_VAR + 3])
 
     tq = np.array([1.0, 2.0, 0.1])
     n = 50

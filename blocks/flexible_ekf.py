@@ -277,39 +277,38 @@ def ekf_step(p, d):
 @njit_noalloc(cache=True)
 def correct(p, model, d):
     """Kalman update of ``d[w]``, ``d[P]`` with the measurements ``d[y]``."""
-    D = EKF_D
-    w = d[D.w:D.w + W]
-    e = d[D.v:D.v + NY]                             # innovation (scratch in v)
+    w = d[O_W:O_W + W]
+    e = d[O_V:O_V + NY]                             # innovation (scratch in v)
     flex_gauges(model, w, d, e[NQ:])
-    measurement_rows(model, d, D.hm)
+    measurement_rows(model, d, O_HM)
     for a in range(NQ):
-        e[a] = d[D.y + a] - w[a]
+        e[a] = d[O_Y + a] - w[a]
     for g in range(NG):
-        e[NQ + g] = d[D.y + NQ + g] - e[NQ + g]
-    product(d, D.hm, False, D.P, D.kt, NY, W, W)    # Hm P (P symmetric: (P Hm')')
+        e[NQ + g] = d[O_Y + NQ + g] - e[NQ + g]
+    product(d, O_HM, False, O_P, O_KT, NY, W, W)    # Hm P (P symmetric: (P Hm')')
     for i in range(W):
         for a in range(NY):
-            d[D.pht + i * NY + a] = d[D.kt + a * W + i]
-    product(d, D.hm, False, D.pht, D.S, NY, W, NY)
-    d[D.S] += p[EKF.q12_std] ** 2
-    d[D.S + NY + 1] += p[EKF.q12_std] ** 2
-    d[D.S + 2 * NY + 2] += p[EKF.q3_std] ** 2
+            d[O_PHT + i * NY + a] = d[O_KT + a * W + i]
+    product(d, O_HM, False, O_PHT, O_S, NY, W, NY)
+    d[O_S] += p[EKF.q12_std] ** 2
+    d[O_S + NY + 1] += p[EKF.q12_std] ** 2
+    d[O_S + 2 * NY + 2] += p[EKF.q3_std] ** 2
     for g in range(NG):
-        d[D.S + (NQ + g) * (NY + 1)] += p[EKF.gamma_std] ** 2
-    cholesky_solve(d, D.S, NY, D.kt, W)             # kt = S^-1 Hm P = K'
+        d[O_S + (NQ + g) * (NY + 1)] += p[EKF.gamma_std] ** 2
+    cholesky_solve(d, O_S, NY, O_KT, W)             # kt = S^-1 Hm P = K'
     for i in range(W):
         s = 0.0
         for a in range(NY):
-            s += d[D.kt + a * W + i] * e[a]
+            s += d[O_KT + a * W + i] * e[a]
         w[i] += s
     for i in range(W):
         for j in range(i, W):
             s = 0.0
             for a in range(NY):
-                s += d[D.pht + i * NY + a] * d[D.kt + a * W + j]
-            v = 0.5 * (d[D.P + i * W + j] + d[D.P + j * W + i]) - s
-            d[D.P + i * W + j] = v
-            d[D.P + j * W + i] = v
+                s += d[O_PHT + i * NY + a] * d[O_KT + a * W + j]
+            v = 0.5 * (d[O_P + i * W + j] + d[O_P + j * W + i]) - s
+            d[O_P + i * W + j] = v
+            d[O_P + j * W + i] = v
 
 
 @njit_noalloc(cache=True)
@@ -336,30 +335,29 @@ def _input_response(d, ab, b, v, dt):
 def predict(p, model, d):
     """State and covariance one sample ahead, torques ``d[torque]`` held: RK4 of eq. 6.3 with
     its matrices taken at the step's start (table 6.1's prediction), ``w <- Phi w + Gamma u``."""
-    D = EKF_D
     dt = p[EKF.dt]
-    w, tq = d[D.w:D.w + W], d[D.torque:D.torque + NTQ]
-    flex_rate(model, w, tq, d, d[D.k:D.k + W])
-    state_matrix(model, d, D.ab, D.hu, D.v)
-    transition(d, D.ab, D.phi, D.tmp, dt)
+    w, tq = d[O_W:O_W + W], d[O_TORQUE:O_TORQUE + NTQ]
+    flex_rate(model, w, tq, d, d[O_K:O_K + W])
+    state_matrix(model, d, O_AB, O_HU, O_V)
+    transition(d, O_AB, O_PHI, O_TMP, dt)
     for i in range(W):                               # b = (0, M~^-1 L~ u)
-        d[D.k + i] = 0.0
+        d[O_K + i] = 0.0
     for i in range(R):
         s = 0.0
         for k in range(NTQ):
-            s += d[D.ab + i * NC + W + k] * tq[k]
-        d[D.k + R + i] = s
-    _input_response(d, D.ab, D.k, D.stage, dt)
+            s += d[O_AB + i * NC + W + k] * tq[k]
+        d[O_K + R + i] = s
+    _input_response(d, O_AB, O_K, O_STAGE, dt)
     for i in range(W):
-        s = d[D.stage + i]
+        s = d[O_STAGE + i]
         for k in range(W):
-            s += d[D.phi + i * W + k] * w[k]
-        d[D.tmp + i] = s
+            s += d[O_PHI + i * W + k] * w[k]
+        d[O_TMP + i] = s
     for i in range(W):
-        w[i] = d[D.tmp + i]
-    var = d[D.var:D.var + NTQ]
+        w[i] = d[O_TMP + i]
+    var = d[O_VAR:O_VAR + NTQ]
     var[0], var[1], var[2] = p[EKF.t1_std] ** 2, p[EKF.t2_std] ** 2, p[EKF.t3_std] ** 2
-    propagate(d, D.ab, D.phi, D.P, D.tmp, dt, var)
+    propagate(d, O_AB, O_PHI, O_P, O_TMP, dt, var)
 
 
 class TorqueMeter(Block):
@@ -409,3 +407,9 @@ class TorqueMeter(Block):
 # the offsets their kernels name
 EKF, EKF_D = FlexibleLinkEKF.P, FlexibleLinkEKF.D
 METER, METER_D = TorqueMeter.P, TorqueMeter.D
+# the EKF kernels' offsets in d as plain ints: numba folds an int global into the code
+# (constant loop bounds and addresses, vectorised), not a namedtuple's attribute
+(O_P, O_S, O_AB, O_HM, O_HU, O_K, O_KT, O_PHI, O_PHT, O_STAGE, O_TMP, O_TORQUE, O_V,
+ O_VAR, O_W, O_Y) = (EKF_D.P, EKF_D.S, EKF_D.ab, EKF_D.hm, EKF_D.hu, EKF_D.k, EKF_D.kt,
+                     EKF_D.phi, EKF_D.pht, EKF_D.stage, EKF_D.tmp, EKF_D.torque, EKF_D.v,
+                     EKF_D.var, EKF_D.w, EKF_D.y)
