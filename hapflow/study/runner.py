@@ -11,6 +11,13 @@ process), so each worker compiles a structure once and the progress bar and
 the resume log advance job by job (in this process, batch by batch).
 Results are appended to the log as jobs end; the table is written at the
 end and on Ctrl-C.
+
+A scheduler that has no worker within ``worker_timeout`` seconds is an error
+(a :class:`~hapflow.errors.HapflowError` saying so), not a silent wait.  A job
+whose worker died (Dask's ``KilledWorker``, or any loss of the task: the
+job itself never raises) is submitted again, up to :data:`WORKER_RETRIES`
+times; its runs are then recorded with status ``died``, which the resume log
+does not count as finished, so a plain rerun tries them again.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import HapflowError
 from .designs import design
 from .execute import Job, execute
 from .spec import SEED, Study
@@ -30,6 +38,11 @@ from .store import RunSpec, Store, run_key
 
 MAX_JOB = 64
 """Most runs per job on Dask workers."""
+WORKER_RETRIES = 2
+"""Times a job whose worker died is submitted again before its runs are recorded as ``died``
+(beneath this, Dask's own ``distributed.scheduler.allowed-failures`` applies)."""
+WORKER_TIMEOUT = 30.0
+"""Seconds to wait for a scheduler to answer and for its first worker."""
 LOCAL_JOB = 1024
 """Most runs per job in this process (``workers=0``): no workers to spread jobs over, and
 a job hands its records to the log as its runs (or batches of runs) end."""
@@ -46,7 +59,8 @@ class StudyResult:
     out : Path
         Output folder.
     executed, skipped, failed : int
-        Runs run now, runs found finished in the log, failed runs in the table.
+        Runs run now, runs found finished in the log, failed runs in the table (worker
+        deaths included).
     wall : float
         Wall time of this call, s (cluster start-up included).
     files : dict of str -> Path
@@ -66,13 +80,15 @@ class StudyResult:
         """A few lines for the terminal."""
         n = len(self.table)
         ok = int((self.table["status"] == "ok").sum()) if n else 0
+        died = int((self.table["status"] == "died").sum()) if n else 0
         rate = self.executed / self.wall if self.wall > 0 else math.inf
         where = "in this process" if self.workers == 0 else f"on {self.workers} Dask workers"
-        lines = [f"{n} runs: {ok} ok, {self.failed} failed; {self.executed} run now {where} "
+        dead = f" ({died} lost with their worker: a rerun retries them)" if died else ""
+        lines = [f"{n} runs: {ok} ok, {self.failed} failed{dead}; {self.executed} run now {where} "
                  f"({rate:.1f} runs/s, {self.wall:.1f} s wall), {self.skipped} already finished",
                  f"results -> {self.files['table']}"]
         if self.failed:
-            first = self.table[self.table["status"] == "failed"].iloc[0]
+            first = self.table[self.table["status"].isin(("failed", "died"))].iloc[0]
             lines.insert(1, f"first failure: run {first['run']}: {first['error']}")
         lines += [f"plot -> {p}" for k, p in self.files.items() if k not in ("table", "log")]
         return "\n".join(lines)
@@ -120,9 +136,10 @@ def _progress(total: int, show: bool | None) -> Any:
     return tqdm(total=total, unit=" runs", file=sys.stderr, disable=not show, desc="study")
 
 
-def _failed_job(job: Job, exc: BaseException) -> list[dict[str, Any]]:
-    text = f"{type(exc).__name__}: {exc} (the worker running this job failed)"
-    return [{"run": i, "status": "failed", "error": text, "metrics": {}, "sim_wall": 0.0,
+def _died_job(job: Job, exc: BaseException, attempts: int) -> list[dict[str, Any]]:
+    text = (f"{type(exc).__name__}: {exc} (the worker running this job died; "
+            f"{attempts} attempts)")
+    return [{"run": i, "status": "died", "error": text, "metrics": {}, "sim_wall": 0.0,
              "path": None, "ticks": 0} for i, _, _ in job.runs]
 
 
@@ -133,24 +150,51 @@ def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None]) -> Non
 
 def _dask(todo: list[Job], client: Any, emit: Callable[[list[dict[str, Any]]], None]) -> None:
     from distributed import as_completed
-    futures = {client.submit(execute, job, pure=False): job for job in todo}
+    futures = {client.submit(execute, job, pure=False): (job, 1) for job in todo}
+    waiting = as_completed(list(futures))
     try:
-        for future in as_completed(futures):
+        for future in waiting:
+            job, attempt = futures.pop(future)
             try:
                 records = future.result()
-            except Exception as exc:  # noqa: BLE001 - a lost worker fails its job's runs only
-                records = _failed_job(futures[future], exc)
+            except Exception as exc:  # noqa: BLE001 - execute never raises: the worker died
+                if attempt <= WORKER_RETRIES:
+                    again = client.submit(execute, job, pure=False)
+                    futures[again] = (job, attempt + 1)
+                    waiting.add(again)
+                    continue
+                records = _died_job(job, exc, attempt)
             emit(records)
     finally:
         for future in futures:
             future.cancel()
 
 
-def _client(workers: int, scheduler: str | None) -> tuple[Any, Any, int]:
+def _remote(scheduler: str, timeout: float) -> tuple[Any, int]:
+    """A client of the scheduler at ``scheduler`` once it has a worker (else HapflowError)."""
+    from distributed import Client
+    try:
+        client = Client(scheduler, timeout=timeout)
+    except OSError as exc:
+        raise HapflowError(f"no Dask scheduler answered at {scheduler} within {timeout:g} s "
+                           f"({exc}); start one with `dask scheduler`, or leave out "
+                           f"--scheduler to run on a local cluster") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        client.close()
+        raise HapflowError(f"the Dask scheduler at {scheduler} has no workers (none joined "
+                           f"within {timeout:g} s); start some with `dask worker "
+                           f"{scheduler}`, or leave out --scheduler to run on a local "
+                           f"cluster") from None
+    return client, len(client.scheduler_info().get("workers", {})) or 1
+
+
+def _client(workers: int, scheduler: str | None, timeout: float) -> tuple[Any, Any, int]:
     from distributed import Client, LocalCluster
     if scheduler:
-        client = Client(scheduler)
-        return client, None, len(client.scheduler_info().get("workers", {})) or 1
+        client, count = _remote(scheduler, timeout)
+        return client, None, count
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                            dashboard_address=":0", silence_logs=logging.ERROR)
     return Client(cluster), cluster, workers
@@ -158,7 +202,8 @@ def _client(workers: int, scheduler: str | None) -> tuple[Any, Any, int]:
 
 def run_study(study: Study, out: str | Path, workers: int | None = None,
               scheduler: str | None = None, progress: bool | None = None,
-              retry_failed: bool = False, plots: bool = True) -> StudyResult:
+              retry_failed: bool = False, plots: bool = True,
+              worker_timeout: float = WORKER_TIMEOUT) -> StudyResult:
     """Run every unfinished run of ``study``; write the log, the table and the plots.
 
     Parameters
@@ -178,6 +223,8 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
         Run again the runs that failed before.
     plots : bool
         Write the plots (see :mod:`hapflow.study.plots`).
+    worker_timeout : float
+        Seconds to wait for ``scheduler`` to answer and to have a worker.
 
     Returns
     -------
@@ -194,7 +241,7 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     client = cluster = None
     n_workers = 0
     if pending and (scheduler or workers > 0):
-        client, cluster, n_workers = _client(workers, scheduler)
+        client, cluster, n_workers = _client(workers, scheduler, worker_timeout)
     todo = jobs(study, pending, n_workers, parallel=client is None)
     bar = _progress(len(pending), progress)
 
@@ -223,6 +270,6 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     if plots:
         from .plots import plot_study
         files.update(plot_study(study, table, store.out))
-    failed = int((table["status"] == "failed").sum())
+    failed = int(table["status"].isin(("failed", "died")).sum())
     return StudyResult(table, store.out, len(pending), len(runs) - len(pending), failed,
                        _time.perf_counter() - start, n_workers, files)

@@ -3,16 +3,18 @@
 ::
 
     DIR/study.yaml        copy of the study file
-    DIR/runs.jsonl        finished runs (ok or failed), appended as runs end: one JSON object
-                          per run, or one line of columns for a batch (Store.append)
+    DIR/runs.jsonl        ended runs (ok, failed, or died with their worker), appended as
+                          runs end: one JSON object per run, or one line of columns for a
+                          batch (Store.append)
     DIR/results.parquet   one row per run of the design (written at the end, and on interrupt)
 
 Every run has a key: a hash of the study's fingerprint (graph text,
 duration, metrics) and the run's parameters and seed.  A run whose key is in
-the log is finished and is not run again (``retry_failed`` re-runs failed
-ones), so an interrupted study resumes where it stopped, and a changed study
-redoes only the runs whose results could change.  A line cut short by a kill
-is ignored (a batch's line holds all its runs: they run again).
+the log as ok or failed is finished and is not run again (``retry_failed``
+re-runs failed ones; a run that died with its Dask worker always runs again), so
+an interrupted study resumes where it stopped, and a changed study redoes only
+the runs whose results could change.  A line cut short by a kill is ignored (a
+batch's line holds all its runs: they run again).
 """
 from __future__ import annotations
 
@@ -101,8 +103,9 @@ class Store:
                 for record in records:
                     if isinstance(record, dict) and "key" in record:
                         done[record["key"]] = record
-        if retry_failed:
-            done = {k: r for k, r in done.items() if r.get("status") == "ok"}
+        # a run lost with its worker is not finished: a plain rerun tries it again
+        keep = ("ok",) if retry_failed else ("ok", "failed")
+        done = {k: r for k, r in done.items() if r.get("status") in keep}
         return done
 
     def append(self, records: list[dict[str, Any]]) -> None:
@@ -126,7 +129,7 @@ class Store:
     def table(self, runs: list[RunSpec], records: dict[str, dict[str, Any]]) -> Any:
         """The results as a pandas DataFrame: one row per run, in run order.
 
-        Columns: ``run``, ``status`` ('ok', 'failed' or 'pending'), ``error``,
+        Columns: ``run``, ``status`` ('ok', 'failed', 'died' or 'pending'), ``error``,
         ``seed``, the parameters, the metric columns, ``sim_wall_s``,
         ``path``, ``ticks``, ``key``.
         """

@@ -1,0 +1,120 @@
+"""A study on Dask workers that are missing or die (hapflow/study/runner.py).
+
+Each test starts its own small LocalCluster: the workers are killed on purpose.
+"""
+import logging
+import os
+import sys
+from pathlib import Path
+
+import cloudpickle
+import dask
+import pytest
+from distributed import LocalCluster, WorkerPlugin
+
+from hapflow.errors import HapflowError
+from hapflow.study import load_study, run_study
+
+GRAPH = """\
+name: stand
+rate: 1000
+duration: 0.2
+blocks:
+  drive: {type: Sine, amplitude: 2.0, frequency: 3.0, unit: N}
+  msd:   {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
+wires:
+  - drive.y -> msd.force
+record: [msd.pos]
+"""
+STUDY = """\
+name: stand-study
+graph: stand.yaml
+batch: off
+parameters:
+  msd.stiffness: {values}
+metrics:
+  pos_rms: {rms: msd.pos}
+"""
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the plugin runs in the workers
+
+
+class Killer(WorkerPlugin):
+    """Kills its worker process when a task starts, ``deaths`` times in all (counted in a file,
+    since the process that counts dies)."""
+
+    def __init__(self, counter: str, deaths: int):
+        self.counter, self.deaths = counter, deaths
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing":
+            return
+        path = Path(self.counter)
+        died = len(path.read_text()) if path.exists() else 0
+        if died < self.deaths:
+            path.write_text("x" * (died + 1))
+            os._exit(1)
+
+
+def make_study(folder: Path, values: str = "[200.0, 400.0, 800.0]"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "stand.yaml").write_text(GRAPH)
+    (folder / "study.yaml").write_text(STUDY.replace("{values}", values))
+    return load_study(folder / "study.yaml")
+
+
+def cluster(workers: int) -> LocalCluster:
+    # one death is a lost task at once (Dask's own retries off): the runner's bound is tested
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                            dashboard_address=":0", silence_logs=logging.CRITICAL)
+
+
+def test_a_scheduler_without_workers_is_an_error_not_a_wait(tmp_path):
+    with cluster(0) as empty:
+        with pytest.raises(HapflowError, match="has no workers.*within 1 s.*dask worker"):
+            run_study(make_study(tmp_path), tmp_path / "out", scheduler=empty.scheduler_address,
+                      progress=False, plots=False, worker_timeout=1.0)
+
+
+def test_no_scheduler_at_the_address_is_an_error(tmp_path):
+    with pytest.raises(HapflowError, match="no Dask scheduler answered at tcp://127.0.0.1:9"):
+        run_study(make_study(tmp_path), tmp_path / "out", scheduler="tcp://127.0.0.1:9",
+                  progress=False, plots=False, worker_timeout=1.0)
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    with cluster(1) as c, c.get_client() as client:
+        yield c.scheduler_address, client
+
+
+def test_a_dead_worker_is_retried_and_its_runs_end_ok(tmp_path, one_worker):
+    address, client = one_worker
+    counter = tmp_path / "deaths"
+    client.register_plugin(Killer(str(counter), 2), name="killer")
+    try:
+        result = run_study(make_study(tmp_path), tmp_path / "out", scheduler=address,
+                           progress=False, plots=False)
+    finally:
+        client.unregister_worker_plugin("killer")
+    assert counter.read_text() == "xx"                     # two deaths, then the job ran
+    assert list(result.table["status"]) == ["ok"] * 3
+
+
+def test_a_job_that_keeps_killing_its_worker_is_recorded_as_died_and_rerun(tmp_path, one_worker):
+    address, client = one_worker
+    counter = tmp_path / "deaths"
+    client.register_plugin(Killer(str(counter), 100), name="killer")
+    study = make_study(tmp_path, "[400.0]")            # one job: its attempts are the deaths
+    try:
+        result = run_study(study, tmp_path / "out", scheduler=address, progress=False,
+                           plots=False)
+    finally:
+        client.unregister_worker_plugin("killer")
+    assert len(counter.read_text()) == 3                    # the first try and two retries
+    assert list(result.table["status"]) == ["died"] and result.failed == 1
+    assert "worker running this job died; 3 attempts" in result.table["error"][0]
+    assert "1 lost with their worker" in result.summary()
+    again = run_study(study, tmp_path / "out", scheduler=address, progress=False, plots=False)
+    assert again.skipped == 0 and list(again.table["status"]) == ["ok"]
