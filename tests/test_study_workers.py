@@ -118,3 +118,19 @@ def test_a_job_that_keeps_killing_its_worker_is_recorded_as_died_and_rerun(tmp_p
     assert "1 lost with their worker" in result.summary()
     again = run_study(study, tmp_path / "out", scheduler=address, progress=False, plots=False)
     assert again.skipped == 0 and list(again.table["status"]) == ["ok"]
+
+
+def test_a_small_study_runs_in_this_process_by_default(tmp_path):
+    """Three 0.2 s runs take milliseconds: a cluster's start-up would cost seconds."""
+    result = run_study(make_study(tmp_path), tmp_path / "out", progress=False, plots=False)
+    assert result.workers == 0 and result.executed == 3
+    assert list(result.table["status"]) == ["ok"] * 3
+
+
+def test_a_study_whose_runs_outlast_the_start_up_goes_to_a_cluster(tmp_path, monkeypatch):
+    import hapflow.study.runner as runner
+    monkeypatch.setattr(runner, "CLUSTER_STARTUP", 0.0)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    result = run_study(make_study(tmp_path), tmp_path / "out", progress=False, plots=False)
+    assert result.workers == 2 and result.executed == 3 and result.skipped == 0
+    assert list(result.table["status"]) == ["ok"] * 3

@@ -43,6 +43,9 @@ WORKER_RETRIES = 2
 (beneath this, Dask's own ``distributed.scheduler.allowed-failures`` applies)."""
 WORKER_TIMEOUT = 30.0
 """Seconds to wait for a scheduler to answer and for its first worker."""
+CLUSTER_STARTUP = 5.0
+"""Seconds a default LocalCluster costs before it saves any (start, workers importing hapflow
+and loading the kernels): measured by ``bench/study_auto.py`` on a 2-core machine."""
 LOCAL_JOB = 1024
 """Most runs per job in this process (``workers=0``): no workers to spread jobs over, and
 a job hands its records to the log as its runs (or batches of runs) end."""
@@ -143,6 +146,16 @@ def _died_job(job: Job, exc: BaseException, attempts: int) -> list[dict[str, Any
              "path": None, "ticks": 0} for i, _, _ in job.runs]
 
 
+def _probe(study: Study, pending: list[RunSpec], emit: Callable[[list[dict[str, Any]]], None]
+           ) -> tuple[list[RunSpec], bool]:
+    """Run the first pending run in this process; the others, and whether they would outlast
+    the start-up of a local cluster (:data:`CLUSTER_STARTUP`) by what its workers save."""
+    done = execute(jobs(study, pending[:1], 0, parallel=True)[0], emit)
+    rest, cores = pending[1:], os.cpu_count() or 1
+    alone = sum(r["sim_wall"] for r in done) * len(rest)
+    return rest, alone * (1.0 - 1.0 / cores) > CLUSTER_STARTUP
+
+
 def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None]) -> None:
     for job in todo:
         execute(job, emit)
@@ -213,8 +226,10 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     out : path
         Output folder (an existing one is resumed).
     workers : int, optional
-        Dask worker processes of a LocalCluster (default: the number of
-        cores); 0 runs in this process.
+        Dask worker processes of a LocalCluster; 0 runs in this process.  By
+        default: the first run goes in this process, and a LocalCluster of one
+        worker per core runs the others only if they would take longer in
+        this process than the cluster's start-up saves (else they run here).
     scheduler : str, optional
         Address of a running Dask scheduler (then ``workers`` is ignored).
     progress : bool, optional
@@ -236,13 +251,6 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     records = store.finished(retry_failed)
     pending = [s for s in runs if s.key not in records]
     by_index = {s.index: s for s in pending}
-    if workers is None:
-        workers = os.cpu_count() or 1
-    client = cluster = None
-    n_workers = 0
-    if pending and (scheduler or workers > 0):
-        client, cluster, n_workers = _client(workers, scheduler, worker_timeout)
-    todo = jobs(study, pending, n_workers, parallel=client is None)
     bar = _progress(len(pending), progress)
 
     def emit(done: list[dict[str, Any]]) -> None:
@@ -253,7 +261,18 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
         store.append(done)
         bar.update(len(done))
 
+    client = cluster = None
+    n_workers = 0
+    executed = len(pending)
     try:
+        if workers is None:
+            workers = os.cpu_count() or 1
+            if not scheduler and len(pending) > 1:
+                pending, pays = _probe(study, pending, emit)
+                workers = workers if pays else 0
+        if pending and (scheduler or workers > 0):
+            client, cluster, n_workers = _client(workers, scheduler, worker_timeout)
+        todo = jobs(study, pending, n_workers, parallel=client is None)
         if client is not None:
             _dask(todo, client, emit)
         else:
@@ -271,5 +290,5 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
         from .plots import plot_study
         files.update(plot_study(study, table, store.out))
     failed = int(table["status"].isin(("failed", "died")).sum())
-    return StudyResult(table, store.out, len(pending), len(runs) - len(pending), failed,
+    return StudyResult(table, store.out, executed, len(runs) - executed, failed,
                        _time.perf_counter() - start, n_workers, files)
