@@ -27,6 +27,7 @@ import inspect
 import multiprocessing
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,10 +83,63 @@ def cache_dir() -> Path:
     return Path(base) / "hapflow"
 
 
+_STARTED_NS = time.time_ns()
+"""Files changed after this may no longer hold the code this process runs."""
+
+
 def _file_text(path: str) -> str:
-    """A file's text, read again only when it changed (graphs share a few kernel modules)."""
+    """A module's text, as the code this process runs from it.
+
+    The text is read again only when the file changed (graphs share a few
+    kernel modules).  A file edited after this process started may differ
+    from the code the process imported, and a kernel compiled from the old
+    code must not be stored under the new text's name, where a later process
+    would load it as current: such a file's text carries the digest of the
+    loaded code too.
+    """
     stat = os.stat(path)
-    return _read(path, stat.st_mtime_ns, stat.st_size)
+    text = _read(path, stat.st_mtime_ns, stat.st_size)
+    if stat.st_mtime_ns >= _STARTED_NS:
+        text += "\0loaded " + _loaded_code_digest(path)
+    return text
+
+
+def _loaded_code_digest(path: str) -> str:
+    """Digest of the functions and methods of the imported modules defined by ``path``."""
+    h = hashlib.sha256()
+    target = os.path.realpath(path)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file is None or os.path.realpath(file) != target:
+            continue
+        for name, value in sorted(vars(module).items(), key=lambda item: item[0]):
+            for code in _codes(value):
+                h.update(name.encode())
+                _hash_code(h, code)
+    return h.hexdigest()
+
+
+def _codes(value: object) -> list[types.CodeType]:
+    """Code objects of a function, a numba dispatcher or a class's methods."""
+    value = getattr(value, "py_func", value)
+    if isinstance(value, types.FunctionType):
+        return [value.__code__]
+    if isinstance(value, type):
+        return [code for _, member in sorted(vars(value).items(), key=lambda item: item[0])
+                for code in _codes(member) if isinstance(member, types.FunctionType)]
+    return []
+
+
+def _hash_code(h, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _hash_code(h, const)
+        elif isinstance(const, frozenset):          # set order follows string hashing
+            h.update(repr(sorted(map(repr, const))).encode())
+        else:
+            h.update(repr(const).encode())
 
 
 @functools.lru_cache(maxsize=None)

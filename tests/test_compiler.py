@@ -46,3 +46,25 @@ def test_kernel_name_follows_a_change_in_a_module_its_kernels_call(tmp_path, mon
     (tmp_path / "hf_dep_leaf.py").write_text(
         "from numba import njit\n@njit\ndef leaf(x):\n    return 3.0 * x\n")
     assert compiler._dependency_texts([hf_dep_kernel.kernel]) != before
+
+
+def test_a_module_edited_after_import_is_named_by_the_code_this_process_runs(tmp_path,
+                                                                            monkeypatch):
+    """A process that imported a kernel module before the file was edited must not store its
+    (old) kernel under the name a fresh process gives the new text."""
+    from hapflow import compiler
+    (tmp_path / "hf_edited.py").write_text(
+        "from numba import njit\n@njit\ndef kernel(x):\n    return 2.0 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(compiler, "_STARTED_NS", 0)      # as if imported before any edit
+    import hf_edited
+    (tmp_path / "hf_edited.py").write_text(
+        "from numba import njit\n@njit\ndef kernel(x):\n    return 3.0 * x\n")
+    in_this_process = compiler._dependency_texts([hf_edited.kernel])
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import hf_edited\nfrom hapflow import compiler\n"
+         "print(repr(sorted(compiler._dependency_texts([hf_edited.kernel]))))"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True,
+        check=True).stdout
+    assert repr(sorted(in_this_process)) + "\n" != fresh
+    assert (tmp_path / "hf_edited.py").read_text() in eval(fresh)   # fresh: the file's text
