@@ -15,9 +15,11 @@ So the generator pastes each kernel's body into ``run``, rewriting
   injected into the generated module,
 - scalar arguments (time ``t``, guard index ``k``) -> the caller's expression.
 
-A kernel that cannot be inlined faithfully (star-args, multi-dimensional
-ports, a ``return`` before its end, nested functions, assignment to a
-parameter name) returns ``None`` and is called normally on views.
+A ``*star`` parameter is bound to the call's remaining arguments
+(:func:`_expand_star`).  A kernel that cannot be inlined faithfully (a
+star tuple indexed at run time or passed on, multi-dimensional ports, a
+``return`` before its end, nested functions, assignment to a parameter
+name) returns ``None`` and is called normally on views.
 """
 from __future__ import annotations
 
@@ -104,9 +106,138 @@ def _function(fn: Callable) -> ast.FunctionDef:
     if not isinstance(node, ast.FunctionDef):
         raise _NotInlinable
     a = node.args
-    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+    if a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
         raise _NotInlinable
     return node
+
+
+def _constant_int(expr: ast.expr) -> int | None:
+    """The value of an integer expression of literals and ``+ - *``, else None."""
+    allowed = (ast.Expression, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub,
+               ast.Mult, ast.USub)
+    tree = ast.Expression(expr)
+    if not all(isinstance(n, allowed) for n in ast.walk(tree)) or any(
+            isinstance(n, ast.Constant) and type(n.value) is not int for n in ast.walk(tree)):
+        return None
+    return eval(compile(ast.fix_missing_locations(tree), "<constant>", "eval"), {})
+
+
+class _Star(ast.NodeTransformer):
+    """Uses of a ``*star`` parameter bound to ``len(names)`` arguments, rewritten to
+    those arguments (see :func:`_expand_star`)."""
+
+    def __init__(self, star: str, names: list[str]):
+        self.star, self.names = star, names
+
+    def _element(self, index: ast.expr) -> str | None:
+        value = _constant_int(index)
+        if value is None or not -len(self.names) <= value < len(self.names):
+            return None
+        return self.names[value]
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == self.star:
+            return ast.Constant(len(self.names))
+        return self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == self.star:
+            name = self._element(node.slice)
+            if name is not None:
+                return ast.Name(name, node.ctx)
+        return node
+
+    def visit_For(self, node: ast.For) -> ast.AST | list[ast.stmt]:
+        node = self.generic_visit(node)
+        trips = self._trips(node)
+        if trips is None:
+            return node
+        counter = node.target.id
+        body: list[ast.stmt] = []
+        for value in trips:
+            copy = ast.parse(ast.unparse(ast.Module(node.body, [])), mode="exec").body
+            body += [self.visit(_Bind(counter, value).visit(stmt)) for stmt in copy]
+        return body
+
+    def _trips(self, node: ast.For) -> range | None:
+        """The counter values of a loop over a constant ``range`` whose body indexes the
+        star tuple with the counter (None: leave the loop)."""
+        it = node.iter
+        if not (isinstance(node.target, ast.Name) and isinstance(it, ast.Call)
+                and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and 1 <= len(it.args) <= 2 and not it.keywords and not node.orelse):
+            return None
+        bounds = [_constant_int(arg) for arg in it.args]
+        counter = node.target.id
+        walked = [n for stmt in node.body for n in ast.walk(stmt)]
+        if None in bounds or any(isinstance(n, (ast.Break, ast.Continue)) for n in walked) \
+                or any(isinstance(n, ast.Name) and n.id == counter
+                       and not isinstance(n.ctx, ast.Load) for n in walked) \
+                or not any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                           and n.value.id == self.star and isinstance(n.slice, ast.Name)
+                           and n.slice.id == counter for n in walked):
+            return None
+        return range(*bounds)
+
+
+class _Bind(ast.NodeTransformer):
+    """Reads of one name replaced by a constant."""
+
+    def __init__(self, name: str, value: int):
+        self.name, self.value = name, value
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Constant(self.value) if node.id == self.name else node
+
+
+def _expand_star(fn: ast.FunctionDef, count: int) -> ast.FunctionDef:
+    """``fn`` with its ``*star`` parameter replaced by ``count`` positional ones.
+
+    ``len(star)`` becomes ``count``; a loop over a constant ``range`` whose body
+    indexes ``star`` with its counter is unrolled; ``star[i]`` with a constant
+    ``i`` becomes argument ``i``; a local assigned once from an argument
+    (``y = ports[-1]``) is that argument.  Sum and Product take their inputs
+    this way: inlined rather than called on views, which a compile unit would
+    otherwise make on every tick.  Any other use of ``star`` (a run-time
+    index, the tuple passed on) raises :class:`_NotInlinable`.
+    """
+    star = fn.args.vararg.arg
+    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | \
+        {a.arg for a in fn.args.args}
+    names = [f"{star}_{k}" for k in range(count)]
+    if taken & set(names):
+        raise _NotInlinable
+    fn = _Star(star, names).visit(fn)
+    fn.body = _aliases_resolved(fn.body, set(names))
+    if any(isinstance(n, ast.Name) and n.id == star for stmt in fn.body for n in ast.walk(stmt)):
+        raise _NotInlinable
+    fn.args.vararg = None
+    fn.args.args += [ast.arg(name) for name in names]
+    return fn
+
+
+def _aliases_resolved(body: list[ast.stmt], params: set[str]) -> list[ast.stmt]:
+    """``body`` without top-level ``alias = param`` statements of a local assigned only
+    there, every read of the alias reading the parameter."""
+    stores: dict[str, int] = {}
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    aliases = {stmt.targets[0].id: stmt.value.id for stmt in body
+               if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+               and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Name)
+               and stmt.value.id in params and stores[stmt.targets[0].id] == 1}
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return ast.Name(aliases[node.id], node.ctx) if node.id in aliases else node
+
+    kept = [stmt for stmt in body if not (isinstance(stmt, ast.Assign)
+                                          and isinstance(stmt.targets[0], ast.Name)
+                                          and stmt.targets[0].id in aliases)]
+    return [Rename().visit(stmt) for stmt in kept]
 
 
 def _locals(fn: ast.FunctionDef, params: set[str]) -> tuple[set[str], set[str]]:
@@ -257,6 +388,10 @@ def inline(fn: Callable, args: list[ArrayArg | ExprArg], prefix: str,
     """
     try:
         node = _function(fn)
+        if node.args.vararg is not None:
+            if len(args) < len(node.args.args):
+                raise _NotInlinable
+            node = _expand_star(node, len(args) - len(node.args.args))
         params = [a.arg for a in node.args.args]
         if len(params) != len(args):
             raise _NotInlinable

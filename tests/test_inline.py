@@ -34,8 +34,20 @@ def _early_return(t, u, y):
     y[0] = 1.0
 
 
-def _star(t, *ports):
-    ports[-1][0] = ports[0][0]
+def _star(t, p, *ports):
+    ports[int(p[0])][0] = ports[0][0]          # a run-time index into the star tuple
+
+
+def _signed_sum(t, p, *ports):
+    y = ports[-1]
+    for j in range(y.size):
+        acc = 0.0
+        for k in range(len(ports) - 1):
+            if p[k] > 0.0:
+                acc += ports[k][j]
+            else:
+                acc -= ports[k][j]
+        y[j] = acc
 
 
 def _inline(fn, args):
@@ -92,8 +104,23 @@ def test_constant_sizes_leave_no_one_trip_loops_or_dead_branches():
 
 def test_falls_back_when_it_cannot_inline_faithfully():
     assert _inline(_early_return, [ExprArg("t"), ArrayArg("sf", 0, 1), ArrayArg("sf", 1, 1)])[0] is None
-    assert _inline(_star, [ExprArg("t"), ArrayArg("sf", 0, 1), ArrayArg("sf", 1, 1)])[0] is None
+    assert _inline(_star, [ExprArg("t"), ArrayArg("sf", 0, 1), ArrayArg("sf", 1, 1),
+                           ArrayArg("sf", 2, 1)])[0] is None
     assert _inline(_kernel, [ExprArg("t")])[0] is None          # wrong arity
+
+
+def test_star_arguments_are_bound_and_their_loops_unrolled():
+    args = [ExprArg("t"), ArrayArg("sf", 0, 3), ArrayArg("sf", 3, 2), ArrayArg("sf", 5, 2),
+            ArrayArg("sf", 7, 2), ArrayArg("sf", 9, 2)]
+    lines, _ = _inline(_signed_sum, args)
+    text = "\n".join(lines)
+    assert "ports" not in text and "c1_k" not in text and "c1_y" not in text
+    assert text.count("c1_acc +=") == 3 and text.count("c1_acc -=") == 3   # one per input
+    sf = np.array([1.0, -1.0, 1.0, 0.5, 0.25, 2.0, 4.0, 8.0, 16.0, 0.0, 0.0])
+    expected = sf.copy()
+    _signed_sum(0.0, expected[0:3], expected[3:5], expected[5:7], expected[7:9], expected[9:11])
+    exec(text, {"sf": sf, "t": 0.0})
+    assert np.array_equal(sf, expected) and list(sf[9:11]) == [6.5, 12.25]
 
 
 def _mixed():
