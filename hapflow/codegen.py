@@ -60,11 +60,14 @@ from .inline import size as kernel_size
 from .lanes import Flat, Lanes, registers
 from .layout import FLOAT_ARRAYS, STATS_SIZE, Layout, float_bases
 from .partition import cut
+from .reuse import pure_names, reuse_calls
 from .schedule import Call, Schedule
 
 EVENT_TOL = 1e-10
 """Event time tolerance as a fraction of the tick length."""
 UNIT_ARGS = ("f", "m", "si", "sb", "F", "M", "SI", "SB", "i", "t", "k", "r")
+RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
+"""The distinct arrays a run or a unit indexes (see :func:`hapflow.reuse.reuse_calls`)."""
 """Leading parameters a compile unit may take: the run-time arrays (of one run, or of
 a group of lanes), the tick index, the time, a guard index (resets) and the lane; it
 takes those its code names, then its base offsets.  Every argument costs: an array is
@@ -458,6 +461,8 @@ class Generator:
                     body += [site.hit, *("    " + line for line in lines)]
                 else:
                     body += lines
+            body = reuse_calls(body, pure_names({**self.globals, **self.kernel_names}),
+                               RUN_ARRAYS)
             names = {n.id for n in ast.walk(ast.parse("\n".join(body))) if isinstance(n, ast.Name)}
             used = tuple(p for p in UNIT_ARGS if p in names)
             params = ", ".join([*used, *(f"b{j}" for j in range(len(bases)))])
@@ -722,7 +727,8 @@ class Generator:
         src.emit(1, "for k in range(n_ticks):")
         src.emit(2, *tick.lines)
         src.emit(1, "return 0")
-        return src.lines
+        head = src.lines[:4]                # blank lines, decorator, def: the body follows
+        return head + reuse_calls(src.lines[4:], pure_names(self.globals), RUN_ARRAYS)
 
     def _lanes_run(self, tick: _Source) -> list[str]:
         """``run_lanes`` (one group: every tick over its lanes, registers loaded and stored

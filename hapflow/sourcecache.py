@@ -17,13 +17,13 @@ import os
 import sys
 from pathlib import Path
 
-from . import codegen, inline, layout, partition, schedule, simplify
+from . import codegen, inline, layout, partition, reuse, schedule, simplify
 from .codegen import Generated, UnitSource, base_namespace
 from .graph import Checked
 from .inline import global_of
 from .layout import Layout
 
-ENGINE = (codegen, inline, partition, schedule, layout, simplify)
+ENGINE = (codegen, inline, partition, schedule, layout, simplify, reuse)
 """Modules whose code shapes the generated source."""
 
 
