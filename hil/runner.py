@@ -442,7 +442,8 @@ class _Loop:
         if self.event is None:
             self.event = safety.SafetyEvent(tick, tick / self.r.rate, kind, message)
 
-    def _reason(self, code: int, values: np.ndarray, commands: np.ndarray) -> tuple[str, str]:
+    def _reason(self, code: int, values: np.ndarray, commands: np.ndarray,
+                rate: float) -> tuple[str, str]:
         r, k = self.r, int(self.where[0])
         kind = safety.REASONS[code]
         if code in (safety.NONFINITE_INPUT, safety.INPUT_LIMIT):
@@ -455,9 +456,10 @@ class _Loop:
             return kind, (f"{c.port} ({c.physical}) at {self.ai[k]:.4g} V, the end of its "
                           f"range [{c.low:g}, {c.high:g}] V")
         if code == safety.VELOCITY:
-            c = r.inputs[int(r.pos_index[k])]
-            return kind, (f"{c.port} ({c.physical}) moved at more than {r.vel_limit[k]:g} "
-                          f"{c.unit}/s between two samples")
+            i = int(r.pos_index[k])
+            c, speed = r.inputs[i], (values[i] - self.prev_pos[k]) * rate
+            return kind, (f"{c.port} ({c.physical}) moved at {speed:.4g} {c.unit}/s between "
+                          f"two samples, more than {r.vel_limit[k]:g} {c.unit}/s")
         c = r.ao[k]
         return kind, (f"{c.port} ({c.physical}) = {commands[k]:.6g} {c.unit}"
                       + (f" outside [{r.out_lo[k]:g}, {r.out_hi[k]:g}] {c.unit}"
@@ -508,7 +510,8 @@ class _Loop:
                                     r.rate / (skipped + 1), tick == 0, self.commands, r.out_lo,
                                     r.out_hi, self.where)
                 if code:
-                    self.trip(tick, *self._reason(code, self.values, self.commands))
+                    self.trip(tick, *self._reason(code, self.values, self.commands,
+                                                  r.rate / (skipped + 1)))
                     if code in safety.RAMPED and r.ramp_ticks > 0:
                         _ramp_start(self.commands, self.held, r.out_lo, r.out_hi, self.ramp_from)
                         step = 0
@@ -520,6 +523,8 @@ class _Loop:
                 name = signal.Signals(int(self.stop[0])).name
                 self.trip(tick, name, f"received {name}")
                 cut = True
+            if step > 0:
+                step += skipped         # the ramp runs on card edges: a stall does not stretch it
             if step >= 0 and not cut:
                 safety.ramp(self.ramp_from, step, r.ramp_ticks, self.commands)
                 step += 1

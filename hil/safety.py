@@ -160,7 +160,8 @@ def check(values, in_lo, in_hi, volts, v_lo, v_hi, saturation, pos_index, prev_p
     ``values`` are the inputs in SI (analog inputs first, then encoders),
     ``volts`` the analog inputs in V with their ranges, ``pos_index`` the
     inputs with a velocity limit, ``prev_pos`` their previous values
-    (updated), ``commands`` the commands in SI.
+    (updated; on a velocity trip the tripping one keeps its previous value),
+    ``commands`` the commands in SI.
     """
     for k in range(values.size):
         if not np.isfinite(values[k]):
@@ -178,10 +179,10 @@ def check(values, in_lo, in_hi, volts, v_lo, v_hi, saturation, pos_index, prev_p
     for j in range(pos_index.size):
         x = values[pos_index[j]]
         v = (x - prev_pos[j]) * rate
-        prev_pos[j] = x
         if not first and abs(v) > vel_limit[j]:
-            where[0] = j
+            where[0] = j            # prev_pos[j] kept: the trip message reports v
             return VELOCITY
+        prev_pos[j] = x
     for k in range(commands.size):
         if not np.isfinite(commands[k]):
             where[0] = k

@@ -54,6 +54,15 @@ FAULT_KINDS = ("drop", "late", "stuck", "saturate", "glitch", "nan", "error")
 """Fault kinds: dropped samples, a late sample (host stall), a stuck or saturated
 channel, an encoder glitch, a non-finite reading, a DAQ error."""
 
+NEEDS_VALUE = {"late": "the stall in s, e.g. late@10=0.005 (a value > 0)",
+               "glitch": "the jump in counts, e.g. glitch@200:enc.pos=400 (a whole number, not 0)",
+               "saturate": "the end of the range, e.g. saturate@500:head.force=1 (> 0: the high "
+                           "end, < 0: the low end)"}
+"""Fault kinds whose value matters, and what it is (a missing value would be a silent no-op)."""
+NEEDS_CHANNEL = ("stuck", "saturate", "glitch", "nan")
+COUNTER_RAILS = (np.iinfo(np.int32).min, np.iinfo(np.int32).max)
+"""What a saturated 32-bit counter reads: its low and high end."""
+
 BITS = 16
 """Resolution of the simulated card's converters."""
 
@@ -71,11 +80,12 @@ class Fault:
         - ``late``: the host is held ``value`` s at each of ``ticks`` ticks;
         - ``stuck``: channel ``channel`` keeps its last reading;
         - ``saturate``: channel ``channel`` reads its range limit (``value`` > 0:
-          high, else low);
+          high, < 0: low; a counter its 32-bit end);
         - ``glitch``: ``value`` counts added to encoder ``channel`` (a one-off
           jump of the count, which stays);
-        - ``nan``: channel ``channel`` reads NaN (a corrupted driver reading);
-        - ``error``: the card raises :class:`DaqError` at sample ``tick``.
+        - ``nan``: analog input ``channel`` reads NaN (a corrupted driver reading);
+        - ``error``: the card raises :class:`DaqError` at sample ``tick``, naming
+          ``channel`` if given, else the devices.
     tick : int
         Sample index (0 = the first sample clock) at which it starts.
     ticks : int
@@ -97,6 +107,16 @@ class Fault:
             raise HapflowError(f"unknown fault kind {self.kind!r}; valid: {', '.join(FAULT_KINDS)}")
         if self.tick < 0 or self.ticks < 1:
             raise HapflowError(f"fault {self.kind}: tick must be >= 0 and ticks >= 1")
+        name = f"fault {self.kind}@{self.tick}"
+        value = self.value
+        if self.kind in NEEDS_VALUE and not (math.isfinite(value) and value != 0.0
+                                             and (self.kind != "late" or value > 0.0)
+                                             and (self.kind != "glitch" or value == int(value))):
+            raise HapflowError(f"{name}: give {NEEDS_VALUE[self.kind]}; got "
+                               f"{value:g}" + (" (no value)" if value == 0.0 else ""))
+        if self.kind in NEEDS_CHANNEL and not self.channel:
+            raise HapflowError(f"{name}: name the input channel, e.g. {self.kind}@{self.tick}:"
+                               f"enc.pos (a port or a physical channel such as Dev1/ctr0)")
 
     def active(self, tick: int) -> bool:
         """True while the fault lasts at sample ``tick``."""
@@ -256,13 +276,28 @@ class SimRig:
         raise HapflowError(f"fault {fault.kind}@{fault.tick}: unknown input channel "
                            f"{fault.channel!r}; valid: {', '.join(names) or '(none)'}")
 
+    def _bound(self, fault: Fault) -> Channel:
+        """The bound channel (any kind) an ``error`` fault names."""
+        for c in self.channels:
+            if fault.channel in (c.port, c.physical):
+                return c
+        raise HapflowError(f"fault {fault.kind}@{fault.tick}: unknown channel {fault.channel!r}; "
+                           f"valid: {', '.join(c.port for c in self.channels)}")
+
     def _check_faults(self) -> None:
         for fault in self.faults:
-            if fault.kind in ("stuck", "saturate", "glitch", "nan"):
+            if fault.kind in NEEDS_CHANNEL:
                 kind, _ = self._channel_index(fault)
                 if fault.kind == "glitch" and kind != "ci_encoder":
                     raise HapflowError(f"fault glitch@{fault.tick}: {fault.channel} is not an "
                                        "encoder channel")
+                if fault.kind == "nan" and kind == "ci_encoder":
+                    raise HapflowError(f"fault nan@{fault.tick}: {fault.channel} is an encoder "
+                                       "counter, which reads whole counts, never NaN; a "
+                                       "corrupted count is a glitch (glitch@TICK:CHANNEL=COUNTS) "
+                                       "or a saturated counter (saturate@TICK:CHANNEL=1)")
+            elif fault.kind == "error" and fault.channel:
+                self._bound(fault)
 
     # ------------------------------------------------------------------ run
     def timing_fault(self, tick: int) -> tuple[float, bool]:
@@ -325,8 +360,10 @@ class SimRig:
     def _inject(self, ai: np.ndarray, counts: np.ndarray) -> None:
         for fault in self.faults:
             if fault.kind == "error" and fault.tick == self.tick:
+                where = (self._bound(fault).physical if fault.channel else
+                         ", ".join(dict.fromkeys(c.device for c in self.channels)) or None)
                 raise DaqError(f"simulated DAQ error at sample {self.tick} (injected fault)",
-                               self.channels[0].physical if self.channels else None)
+                               where)
             if fault.kind == "glitch" and fault.tick == self.tick:
                 self._glitch[self._channel_index(fault)[1]] += int(fault.value)
         counts += self._glitch
@@ -337,11 +374,12 @@ class SimRig:
             target = ai if kind == "ai" else counts
             if fault.kind == "stuck":
                 target[k] = self._held_ai[k] if kind == "ai" else self._held_counts[k]
+            elif fault.kind == "saturate" and kind == "ai":
+                target[k] = self.ai[k].high if fault.value > 0 else self.ai[k].low
             elif fault.kind == "saturate":
-                rail = self.ai[k].high if fault.value > 0 else self.ai[k].low
-                target[k] = rail if kind == "ai" else np.iinfo(np.int32).max
+                target[k] = COUNTER_RAILS[fault.value > 0]
             else:
-                target[k] = np.nan if kind == "ai" else 0
+                target[k] = np.nan
 
     def signal(self, port: str) -> float:
         """Current value (SI) of a plant output ``"block.port"`` (for tests and reports)."""

@@ -98,6 +98,7 @@ def test_a_rotary_position_loop_with_angle_limits_trips_correctly(tmp_path):
     speed = np.abs(np.diff(rec["motor.angle"][:, 0])) * RATE
     assert ev.kind == "velocity limit" and ev.tick == int(np.argmax(speed > 10.0)) + 1
     assert ev.tick == rec.time.size - 1 and "more than 10 rad/s" in ev.message
+    assert f"moved at {speed[ev.tick - 1]:.4g} rad/s between two samples" in ev.message
     assert np.abs(rec["motor.angle"][:, 0]).max() < 1.5         # not the stroke
 
 

@@ -189,6 +189,25 @@ def test_force_limit_ramps_to_zero_then_disables(tmp_path):
     np.testing.assert_allclose(cmd[:21], start * (1 - np.arange(21) / 20), rtol=1e-12, atol=1e-12)
 
 
+def test_the_ramp_runs_on_card_edges_through_a_host_stall(tmp_path):
+    """A 5.5 ms stall 5 ticks into a 20 ms ramp: the card skips 4 edges and the ramp still
+    ends 21 edges after the trip (before: the stall stretched it by the skipped edges)."""
+    def ramped(faults):
+        g = bed(lambda t: t.replace("amplitude: 0.01,", "amplitude: 0.01, offset: 0.02,")
+                .replace("limit: 15, ramp: 0,", "limit: 15, ramp: 0.02,"))
+        result, backend = hil(g, tmp_path, faults)
+        return result, hf.recorder.load(result.path)
+    plain, rec = ramped([])
+    trip = plain.event.tick
+    stalled, srec = ramped([Fault("late", trip + 5, value=0.0055)])
+    assert stalled.event.tick == trip and _skipped(stalled) == 4
+    assert srec.attrs["ticks"] == rec.attrs["ticks"] == trip + 22
+    cmd, start = srec["motor.force_cmd"][trip:, 0], rec["motor.force_cmd"][trip, 0]
+    after = np.arange(10, 21)                      # edges after the stall, by card time
+    np.testing.assert_allclose(cmd[after], start * (1 - after / 20), rtol=1e-12, atol=1e-12)
+    assert cmd[-1] == 0.0
+
+
 def test_dropped_samples_trip_the_watchdog(tmp_path):
     """Samples the card reports late count as overruns, also on a virtual clock."""
     result, backend = hil(bed(), tmp_path, [Fault("drop", 100, 10)])

@@ -140,7 +140,7 @@ def test_channel_faults(fault, check):
 def test_daq_error_at_the_chosen_sample_names_the_channel():
     r = rig([Fault("error", 7)])
     drive(r, 0.0, 7)
-    with pytest.raises(DaqError, match="Dev1/.*simulated DAQ error at sample 7"):
+    with pytest.raises(DaqError, match="^Dev1: simulated DAQ error at sample 7"):
         drive(r, 0.0, 1)
 
 
@@ -156,4 +156,46 @@ def test_timing_faults_and_parse():
     with pytest.raises(HapflowError, match="unknown input channel 'enc.vel'; valid: motor.force, enc.pos"):
         rig([Fault("stuck", 1, channel="enc.vel")])
     with pytest.raises(HapflowError, match="not an encoder channel"):
-        rig([Fault("glitch", 1, channel="motor.force")])
+        rig([Fault("glitch", 1, channel="motor.force", value=5)])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("late@10", "late@10: give the stall in s"),
+    ("late@10=-0.004", "late@10: give the stall in s"),
+    ("glitch@200:enc.pos", "glitch@200: give the jump in counts"),
+    ("glitch@200:enc.pos=0.5", "a whole number, not 0"),
+    ("saturate@500:enc.pos", "saturate@500: give the end of the range"),
+    ("stuck@5", "stuck@5: name the input channel"),
+])
+def test_a_fault_without_the_value_or_channel_it_needs_is_refused(text, message):
+    """Before: accepted, and did nothing (late, glitch) or picked the low end (saturate)."""
+    with pytest.raises(HapflowError, match=message):
+        Fault.parse(text)
+
+
+NO_AI = GRAPH.replace("    force: {channel: Dev1/ai0, scale: 4.0}\n", "")
+
+
+@pytest.mark.parametrize("sign, rail", [(1, 2**31 - 1), (-1, -2**31)])
+def test_a_saturated_encoder_reads_the_counter_end_of_its_sign_without_analog_inputs(sign, rail):
+    """Before: IndexError on a graph without analog inputs, and the high end for either sign."""
+    g = loads(NO_AI, "rig.yaml")
+    r = SimRig(g, bind(g).channels, RATE, faults=[Fault.parse(f"saturate@5x3:enc.pos={sign}")])
+    ai, counts = np.zeros(0), np.zeros(1, dtype=np.int64)
+    seen = []
+    for _ in range(10):
+        r.exchange(np.array([1.0]), np.array([True]), ai, counts)
+        seen.append(counts[0])
+    assert seen[5:8] == [rail] * 3 and abs(seen[8]) < 1000
+
+
+def test_nan_on_an_encoder_is_refused_and_a_daq_error_names_its_channel():
+    with pytest.raises(HapflowError, match="enc.pos is an encoder counter, which reads whole "
+                                           "counts, never NaN"):
+        rig([Fault("nan", 1, channel="enc.pos")])
+    r = rig([Fault("error", 3, channel="enc.pos")])
+    drive(r, 0.0, 3)
+    with pytest.raises(DaqError, match="^Dev1/ctr0: simulated DAQ error at sample 3"):
+        drive(r, 0.0, 1)
+    with pytest.raises(HapflowError, match="unknown channel 'Dev1/ai7'"):
+        rig([Fault("error", 3, channel="Dev1/ai7")])
