@@ -215,6 +215,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _card_arguments(parser: argparse.ArgumentParser, daq_help: str) -> None:
+    """The graph and the card to check it against (``hil check``, ``hil arm``)."""
+    parser.add_argument("graph", help="YAML graph file")
+    parser.add_argument("--daq", choices=("sim", "nidaqmx"), default="sim", help=daq_help)
+    parser.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``hil`` (``hil check``, ``hil serve``) and ``report`` subcommands."""
     hil = sub.add_parser("hil", help="hardware-in-the-loop tools (hil check, hil serve)")
@@ -223,19 +230,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description="Validate the graph's hardware: section (channels, "
                                         "ranges, scaling, units), show how the graph splits "
                                         "into controller and plant, and list the devices.")
-    check.add_argument("graph", help="YAML graph file")
-    check.add_argument("--daq", choices=("sim", "nidaqmx"), default="sim",
-                       help="which devices to list [sim]")
-    check.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
+    _card_arguments(check, "which devices to list [sim]")
     check.set_defaults(func=cmd_hil_check)
     armp = hsub.add_parser("arm", help="check the card against the graph and self-test it",
                            description="The arm sequence of a real-time run, without running: "
                                        "each device's product type, every bound channel and "
                                        "line among its physical channels, self-test.")
-    armp.add_argument("graph", help="YAML graph file")
-    armp.add_argument("--daq", choices=("sim", "nidaqmx"), default="sim",
-                      help="the simulated card [default] or NI-DAQmx")
-    armp.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
+    _card_arguments(armp, "the simulated card [default] or NI-DAQmx")
     armp.set_defaults(func=cmd_hil_arm, fault=[], unpaced=False)
     serve = hsub.add_parser("serve", help="serve a graph's simulated rig as an NI-DAQmx gRPC "
                                           "device server",

@@ -392,7 +392,6 @@ def test_sound_streams_two_seconds_through_jack_paced_without_underrun(jack, tmp
           f"device underflow flags {sink.xruns}, server xruns {jack.xruns() - xruns0}")
     assert sink.underruns == 0
     assert result.wall >= 1.9                            # paced: it cannot end before the audio
-    assert result.wall < 4.0
     fs, x = wavfile.read(path)
     t = np.arange(x.size) / fs
     expected = sum(0.5 * min(s / 10.0, 1.0) * struck_tone(t - t0, 440 * 2 ** (-9 / 12))
