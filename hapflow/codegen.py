@@ -66,12 +66,13 @@ from .schedule import Call, Schedule
 EVENT_TOL = 1e-10
 """Event time tolerance as a fraction of the tick length."""
 UNIT_ARGS = ("f", "m", "si", "sb", "F", "M", "SI", "SB", "i", "t", "k", "r")
-RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
-"""The distinct arrays a run or a unit indexes (see :func:`hapflow.reuse.reuse_calls`)."""
 """Leading parameters a compile unit may take: the run-time arrays (of one run, or of
 a group of lanes), the tick index, the time, a guard index (resets) and the lane; it
 takes those its code names, then its base offsets.  Every argument costs: an array is
 passed as seven machine words, and units are called a few times per tick."""
+
+RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
+"""The distinct arrays a run or a unit indexes (see :func:`hapflow.reuse.reuse_calls`)."""
 
 
 class _Source:
@@ -720,15 +721,16 @@ class Generator:
     def _run(self, tick: _Source) -> list[str]:
         """``run``: views made once, then the ticks."""
         src = _Source()
-        src.emit(0, "", "", "@jit", "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
+        body = _Source()
         if self.schedule.hybrid:
-            src.emit(1, *self._work_views())
-        src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
-        src.emit(1, "for k in range(n_ticks):")
-        src.emit(2, *tick.lines)
-        src.emit(1, "return 0")
-        head = src.lines[:4]                # blank lines, decorator, def: the body follows
-        return head + reuse_calls(src.lines[4:], pure_names(self.globals), RUN_ARRAYS)
+            body.emit(0, *self._work_views())
+        body.emit(0, *[f"{k} = {v}" for k, v in self.views.items()])
+        body.emit(0, "for k in range(n_ticks):")
+        body.emit(1, *tick.lines)
+        body.emit(0, "return 0")
+        src.emit(0, "", "", "@jit", "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
+        src.emit(1, *reuse_calls(body.lines, pure_names(self.globals), RUN_ARRAYS))
+        return src.lines
 
     def _lanes_run(self, tick: _Source) -> list[str]:
         """``run_lanes`` (one group: every tick over its lanes, registers loaded and stored

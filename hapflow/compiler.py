@@ -120,13 +120,15 @@ def _loaded_code_digest(path: str) -> str:
 
 
 def _codes(value: object) -> list[types.CodeType]:
-    """Code objects of a function, a numba dispatcher or a class's methods."""
+    """Code objects of a function, a numba dispatcher (a block's kernels are static methods
+    around one) or a class's methods."""
+    value = getattr(value, "__func__", value)             # staticmethod, classmethod
     value = getattr(value, "py_func", value)
     if isinstance(value, types.FunctionType):
         return [value.__code__]
     if isinstance(value, type):
         return [code for _, member in sorted(vars(value).items(), key=lambda item: item[0])
-                for code in _codes(member) if isinstance(member, types.FunctionType)]
+                if not isinstance(member, type) for code in _codes(member)]
     return []
 
 

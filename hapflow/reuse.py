@@ -39,10 +39,6 @@ from typing import Callable
 
 _PURE_BUILTINS = frozenset({"min", "max", "abs", "float", "int", "bool", "len", "range"})
 
-EVERYTHING = ("*",)
-"""A write that may touch anything (an impure call)."""
-
-
 @functools.lru_cache(maxsize=None)
 def is_pure(fn: Callable) -> bool:
     """Whether ``fn`` (a numba dispatcher or a function) only computes from its arguments.
@@ -75,12 +71,17 @@ def is_pure(fn: Callable) -> bool:
 
 def _pure_callee(func: ast.expr, names: dict) -> bool:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        return names.get(func.value.id) is math
-    if not isinstance(func, ast.Name):
-        return False
-    if func.id not in names:
-        return func.id in _PURE_BUILTINS
-    value = names[func.id]
+        return _pure_name(names, f"{func.value.id}.{func.attr}")
+    return isinstance(func, ast.Name) and _pure_name(names, func.id)
+
+
+def _pure_name(namespace: dict, name: str) -> bool:
+    """Whether ``name`` (or ``alias.fn``) calls a pure function in ``namespace``."""
+    if "." in name:
+        return namespace.get(name.split(".", 1)[0]) is math
+    if name not in namespace:
+        return name in _PURE_BUILTINS
+    value = namespace[name]
     return (hasattr(value, "py_func") or inspect.isfunction(value)) and is_pure(value)
 
 
@@ -109,6 +110,12 @@ class _Effects:
     spans: list[_Span] = field(default_factory=list)
     arrays: set[str] = field(default_factory=set)     # any element of these
     everything: bool = False
+
+    def add(self, other: _Effects) -> None:
+        self.names |= other.names
+        self.spans += other.spans
+        self.arrays |= other.arrays
+        self.everything |= other.everything
 
 
 @dataclass(frozen=True)
@@ -198,11 +205,7 @@ class _Pass:
             else:
                 self._visit_effects(stmt.test, loops, fx)
             for child in (*stmt.body, *stmt.orelse):
-                inner = self._effects(child, loops)
-                fx.names |= inner.names
-                fx.spans += inner.spans
-                fx.arrays |= inner.arrays
-                fx.everything |= inner.everything
+                fx.add(self._effects(child, loops))
         else:
             self._visit_effects(stmt, loops, fx)
         return fx
@@ -361,14 +364,6 @@ def reuse_calls(lines: list[str], pure: Callable[[str], bool],
 
 
 def pure_names(namespace: dict) -> Callable[[str], bool]:
-    """``pure(name)`` for a generated module's ``namespace``: its pure helpers, and
-    ``alias.fn`` of a ``math`` alias."""
-    def pure(name: str) -> bool:
-        if "." in name:
-            owner, _ = name.split(".", 1)
-            return namespace.get(owner) is math
-        value = namespace.get(name)
-        if value is None:
-            return name in _PURE_BUILTINS
-        return (hasattr(value, "py_func") or inspect.isfunction(value)) and is_pure(value)
-    return pure
+    """``pure(name)`` for a generated module's ``namespace``: its pure helpers, the pure
+    builtins, and ``alias.fn`` of a ``math`` alias."""
+    return functools.partial(_pure_name, namespace)

@@ -1,4 +1,5 @@
 """hapflow.compiler: the disk cache, and kernel names that follow what kernels call."""
+import importlib
 import os
 import subprocess
 import sys
@@ -53,13 +54,14 @@ def test_a_module_edited_after_import_is_named_by_the_code_this_process_runs(tmp
     """A process that imported a kernel module before the file was edited must not store its
     (old) kernel under the name a fresh process gives the new text."""
     from hapflow import compiler
-    (tmp_path / "hf_edited.py").write_text(
-        "from numba import njit\n@njit\ndef kernel(x):\n    return 2.0 * x\n")
+    module = ("from numba import njit\n@njit\ndef kernel(x):\n    return 2.0 * x\n"
+              "class Block:\n    @staticmethod\n    @njit\n    def output(x):\n"
+              "        return {} * x\n")
+    (tmp_path / "hf_edited.py").write_text(module.format(4.0))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(compiler, "_STARTED_NS", 0)      # as if imported before any edit
     import hf_edited
-    (tmp_path / "hf_edited.py").write_text(
-        "from numba import njit\n@njit\ndef kernel(x):\n    return 3.0 * x\n")
+    (tmp_path / "hf_edited.py").write_text(module.format(5.0))   # a block's kernel edited
     in_this_process = compiler._dependency_texts([hf_edited.kernel])
     fresh = subprocess.run(
         [sys.executable, "-c", "import hf_edited\nfrom hapflow import compiler\n"
@@ -68,3 +70,6 @@ def test_a_module_edited_after_import_is_named_by_the_code_this_process_runs(tmp
         check=True).stdout
     assert repr(sorted(in_this_process)) + "\n" != fresh
     assert (tmp_path / "hf_edited.py").read_text() in eval(fresh)   # fresh: the file's text
+    loaded = compiler._loaded_code_digest(str(tmp_path / "hf_edited.py"))
+    importlib.reload(hf_edited)                          # now runs the edited kernel
+    assert compiler._loaded_code_digest(str(tmp_path / "hf_edited.py")) != loaded
