@@ -66,8 +66,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                    "hw_watchdog"):
         if getattr(args, option) is not None:
             raise GraphError(f"--{option.replace('_', '-')} applies to --mode hil")
-    if args.fault or args.mlock:
-        raise GraphError(f"--{'fault' if args.fault else 'mlock'} applies to --mode hil")
+    for option in ("fault", "mlock", "live"):
+        if getattr(args, option):
+            raise GraphError(f"--{option} applies to --mode hil")
     sim = Simulation(graph, interpret=args.interpret, chunk=args.chunk)
     try:
         with _sigterm_as_sigint() as terminated:

@@ -159,6 +159,28 @@ class Simulation:
         GraphError
             If the block or parameter is unknown, structural, or the value invalid.
         """
+        span, values, _ = self.prepare(key, value)
+        self.arrays["p"][span] = values
+
+    def prepare(self, key: str, value: Any) -> tuple[slice, np.ndarray, Any]:
+        """Validate live parameter ``"block.param" = value`` and pack its block, without
+        touching the running arrays (a caller on another thread applies them later).
+
+        Returns
+        -------
+        span : slice
+            The block's parameter slot in ``arrays["p"]``.
+        values : ndarray
+            The block's packed parameters with the new value.
+        old : Any
+            The parameter's value before (the block keeps the new one).
+
+        Raises
+        ------
+        GraphError
+            If the block or parameter is unknown, structural, or the value invalid (the
+            block keeps the old value).
+        """
         block, _, param = key.partition(".")
         if block not in self.graph.nodes or not param:
             from .errors import suggest
@@ -166,12 +188,14 @@ class Simulation:
                              f"{suggest(block, self.graph.nodes)}", block=block)
         target = self.graph.nodes[block].block
         old = target.values.get(param)
+        slot = self.layout.blocks[block]["p"]
         target.set(param, value)
         try:
-            self._pack(block)
+            values = checked_pack(target, block, slot.size)
         except GraphError:
             target.values[param] = old
             raise
+        return slice(slot.start, slot.stop), values, old
 
     def reset(self, seed: int | None = None) -> None:
         """Go back to tick 0 with the current parameters, without recompiling.

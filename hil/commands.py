@@ -4,7 +4,7 @@
 
     hapflow run GRAPH --mode hil [--daq sim|nidaqmx] [--grpc HOST:PORT] [--fifo PRIO]
                 [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S] [--hw-watchdog S]
-                [--unpaced]
+                [--unpaced] [--live]
                 [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
     hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
     hapflow hil arm GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
@@ -56,6 +56,11 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     g.add_argument("--unpaced", action="store_true",
                    help="with --daq sim: run on a virtual sample clock as fast as possible "
                         "(deterministic, no edge missed: to compare results with --mode sim)")
+    g.add_argument("--live", action="store_true",
+                   help="change live parameters while it runs: read BLOCK.PARAM=VALUE lines "
+                        "from stdin (e.g. 'pid.kp=4000'); each is validated by its block, "
+                        "applied at the next tick, recorded under /hil/live, and answered "
+                        "with its tick or why it was rejected")
     g.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="with --daq sim: inject a fault, KIND@TICK[xTICKS][:CHANNEL][=VALUE]; "
                         "kinds drop, late, stuck, saturate, glitch, nan, error (repeatable)")
@@ -108,9 +113,16 @@ def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
     runner = HilRunner(graph, _backend(args, graph), policy,
                        RealTime(args.fifo, args.cpu, args.mlock), chunk=args.chunk)
     backend = type(runner.backend).__name__
-    result = runner.run(args.duration, out=out, on_start=lambda rt: print(
-        f"real time: {graph.name} at {graph.rate:g} Hz on {backend} ({rt}); Ctrl-C stops "
-        "safely", flush=True))
+
+    def started(rt: str) -> None:
+        print(f"real time: {graph.name} at {graph.rate:g} Hz on {backend} ({rt}); Ctrl-C stops "
+              "safely", flush=True)
+        if args.live:
+            from .live import serve_stream
+            print("live parameters: type BLOCK.PARAM=VALUE and Enter, e.g. "
+                  + next(iter(runner.live.live_parameters()), "pid.kp") + "=...", flush=True)
+            serve_stream(runner.live, sys.stdin, sys.stdout)
+    result = runner.run(args.duration, out=out, on_start=started)
     print(result.summary())
     if runner.backend.watchdog_note:
         print(f"hardware watchdog: {runner.backend.watchdog_note}")

@@ -13,6 +13,9 @@ The file has the layout of :mod:`hapflow.recorder` (``/time``,
                                       late, on inputs interpolated across the stall, and its
                                       command never reached the card (which held the last one;
                                       see :mod:`hapflow.hil.runner`)
+    /hil/live/tick, block, parameter, old, new
+                     live parameter changes (:mod:`hapflow.hil.live`): the first tick
+                     that ran with the new value, and the values as YAML text
     attrs: mode, backend, period_ns, realtime, policy, cpu_percent, overruns,
            safety_kind, safety_tick, safety_time, safety_message (after a trip)
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any
@@ -108,6 +112,7 @@ class HilRecorder:
         self.path = Path(path)
         self.buffers = [Buffer(ticks, log_cols, commands) for _ in range(2)]
         self.busy = [False, False]
+        self.pipe = threading.Lock()    # the loop's chunks and other threads' notes
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_writer, daemon=True, name="hapflow-recorder",
@@ -131,7 +136,14 @@ class HilRecorder:
         buf = self.buffers[which]
         if buf.n:
             self.busy[which] = True
-            self.conn.send(("chunk", which, buf.tick0, buf.n))
+            with self.pipe:
+                self.conn.send(("chunk", which, buf.tick0, buf.n))
+
+    def note(self, row: tuple[int, str, str, str, str]) -> None:
+        """Append a live parameter change (tick, block, parameter, old and new value as YAML
+        text) to ``/hil/live``, from any thread; the writer flushes it at once."""
+        with self.pipe:
+            self.conn.send(("live", *row))
 
     def claim(self, which: int) -> Buffer:
         """Buffer ``which``, once the writer is done with it (blocks until then)."""
@@ -209,6 +221,9 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
             if msg[0] == "finish":
                 status, final = msg[1], msg[2]
                 break
+            if msg[0] == "live":
+                _live(rec.file, msg[1:])
+                continue
             _, which, tick0, n = msg
             _append(rec, timing, buffers[which], signals, tick0, n, rate)
             try:
@@ -242,6 +257,24 @@ def _append(rec, timing: dict, buf: Buffer, signals: dict, tick0: int, n: int,
     _extend(timing["overrun"], n0, buf.overrun[:n])
     _extend(timing["missed"], n0, buf.missed[:n])
     rec.file.flush()
+
+
+LIVE = ("tick", "block", "parameter", "old", "new")
+"""Datasets of ``/hil/live``, one row per applied change."""
+
+
+def _live(file, row: tuple) -> None:
+    """Append one live parameter change to ``/hil/live`` (created on the first)."""
+    import h5py
+    if "live" not in file["hil"]:
+        group = file["hil"].create_group("live")
+        for name in LIVE:
+            group.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(64,),
+                                 dtype="int64" if name == "tick" else h5py.string_dtype())
+    group = file["hil/live"]
+    for name, value in zip(LIVE, row):
+        _extend(group[name], group[name].shape[0], np.array([value], dtype=group[name].dtype))
+    file.flush()
 
 
 def _extend(ds, n0: int, data: np.ndarray) -> None:

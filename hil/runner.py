@@ -7,6 +7,7 @@ generated, cached kernel) and runs it against a :class:`Backend`.  Each tick::
     late = backend.wait()                   # sample clock edge (or monotonic pacing)
     backend.read(ai_volts, counts)          # raw card values
     inputs -> SI -> the card stand-ins' state in the flat array
+    a staged live parameter change -> the kernel's parameters   # hapflow.hil.live
     program.run(1, tick, ...)               # the generated kernel, one tick
     commands <- the card sinks' driver slots (SI)
     commands clipped to the card range; safety.check(...)   # limits, non-finite, saturation
@@ -67,6 +68,7 @@ from .backend import Backend, DaqError, WatchdogExpired, by_kind
 from .bindings import Bindings, bind
 from .cardports import sink_index, value_index
 from .clock import now_ns
+from .live import LiveParameters
 from .recording import Buffer, HilRecorder
 from .split import controller_graph
 
@@ -235,6 +237,7 @@ class HilRunner:
         self.ai, self.ci = by_kind(chs, "ai"), by_kind(chs, "ci_encoder")
         self.ao, self.do = by_kind(chs, "ao"), by_kind(chs, "do")
         self.inputs = self.ai + self.ci
+        self.live = LiveParameters(self.sim)
         self._layout()
 
     # ------------------------------------------------------------------ set-up
@@ -319,16 +322,19 @@ class HilRunner:
                               self._attrs(type(self.backend).__name__), self.chunk_ticks,
                               self.sim.layout.sizes["log"], len(self.ao))
         loop = _Loop(self, rec, total)
+        self.live.on_change = (lambda change: rec.note(change.row())) if rec is not None else None
         settings = realtime.apply(self.rt.fifo, self.rt.cpu, self.rt.lock)
         handlers = _trap_signals(loop.stop)
         gc.collect()
         gc.disable()
+        self.live.start()
         if on_start is not None:
             on_start(settings.summary())
         cpu0, wall0 = time.process_time(), time.perf_counter()
         try:
             loop.run()
         finally:
+            self.live.stop()
             wall = time.perf_counter() - wall0
             cpu = 100.0 * (time.process_time() - cpu0) / wall if wall > 0 else 0.0
             gc.enable()
@@ -470,6 +476,7 @@ class _Loop:
         a = r.sim.arrays
         f, m, si, sb, stats = a["f"], a["m"], a["si"], a["sb"], a["stats"]
         run1, period, sat = r.sim.program.run, r.period, r.policy.saturation
+        live, staged = r.live, r.live.ready
         paced = be.paced
         tick, step, prev_edge, t_first = 0, -1, 0, 0
         try:
@@ -495,6 +502,8 @@ class _Loop:
                 skipped = _edges_between(edge, prev_edge, period)
             lateness = wake - (prev_edge + period) if paced else 0   # against the expected edge
             _inputs(self.ai, self.counts, *self.par_in, f, r.in_index, self.values, self.prev)
+            if staged[0]:               # a live parameter change: from this tick on
+                live.swap(tick)
             if skipped:
                 tick = self._catch_up(tick, skipped, wake - t_first, lateness)
                 if tick == self.total:
