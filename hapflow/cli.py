@@ -59,8 +59,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.mode == "hil":
         from .hil.commands import run_hil
         status = run_hil(args, graph, out)
-        if status == 0 and args.plot:
-            _plot(out, args.plot)
+        if args.plot and out.exists():         # after a safety stop too, the stop marked
+            from .hil.report import trip_marks
+            _plot(out, args.plot, trip_marks)
         return status
     for option in ("daq", "grpc", "fifo", "cpu", "max_overruns", "max_lateness",
                    "hw_watchdog"):
@@ -105,10 +106,12 @@ def _sigterm_as_sigint() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _plot(recording: Path, png: str) -> None:
+def _plot(recording: Path, png: str, marks=lambda attrs: []) -> None:
+    """Plot ``recording`` to ``png``, with ``marks(attrs)`` (time, label) drawn."""
     from .plotting import plot_recording
     from .recorder import load as load_recording
-    plot_recording(load_recording(recording), png)
+    rec = load_recording(recording)
+    plot_recording(rec, png, marks=marks(rec.attrs))
     print(f"plot -> {png}")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -15,23 +16,45 @@ from .recorder import Recording  # noqa: E402
 from .schedule import Schedule  # noqa: E402
 
 
-def plot_recording(rec: Recording, path: str | Path, title: str | None = None) -> None:
-    """Plot every recorded signal against time, one axis per unit, into a PNG."""
+def plot_recording(rec: Recording, path: str | Path, title: str | None = None,
+                   marks: Sequence[tuple[float, str]] = ()) -> None:
+    """Plot every recorded signal against time, one axis per unit, into a PNG.
+
+    ``marks`` are (time in s, label) drawn as red vertical lines on every axis (a safety
+    stop), their labels in the title.
+    """
+    units = signal_units(rec)
+    fig, axes = plt.subplots(max(1, len(units)), 1, sharex=True, squeeze=False,
+                             figsize=(9, 2.2 * max(1, len(units)) + 0.6))
+    plot_signals(list(axes[:, 0]), rec, marks)
+    if marks and title is None:
+        title = f"{rec.attrs.get('name', '')}: " + "; ".join(label for _, label in marks)
+    _save_time_figure(fig, axes, rec, path, title)
+
+
+def signal_units(rec: Recording) -> dict[str, list[str]]:
+    """Recorded signal names grouped by unit (one axis each)."""
     by_unit: dict[str, list[str]] = {}
     for name in rec.signals:
         by_unit.setdefault(rec.units.get(name, ""), []).append(name)
-    fig, axes = plt.subplots(max(1, len(by_unit)), 1, sharex=True, squeeze=False,
-                             figsize=(9, 2.2 * max(1, len(by_unit)) + 0.6))
-    for ax, (unit, names) in zip(axes[:, 0], by_unit.items()):
+    return by_unit
+
+
+def plot_signals(axes: Sequence[Any], rec: Recording,
+                 marks: Sequence[tuple[float, str]] = ()) -> None:
+    """Each unit's signals on one of ``axes`` (as many as :func:`signal_units` has groups),
+    ``marks`` (time, label) as red vertical lines on each."""
+    for ax, (unit, names) in zip(axes, signal_units(rec).items()):
         for name in names:
             values = rec.signals[name].reshape(len(rec.time), -1)
             for j in range(values.shape[1]):
                 label = name if values.shape[1] == 1 else f"{name}[{j}]"
                 ax.plot(rec.time, values[:, j], lw=0.9, label=label)
+        for t, label in marks:
+            ax.axvline(t, color="r", lw=1.2, label=label)
         ax.set_ylabel(unit or "-")
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
-    _save_time_figure(fig, axes, rec, path, title)
 
 
 def _save_time_figure(fig, axes, rec: Recording, path: str | Path, title: str | None) -> None:

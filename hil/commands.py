@@ -218,12 +218,13 @@ def cmd_hil_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """``hapflow report``: print the timing report, optionally plot it."""
+    """``hapflow report``: print the timing report, optionally plot it with the signals."""
     from .report import load_timing, plot, text
     timing = load_timing(args.run)
     print(text(timing))
     if args.plot:
-        print(f"\nplot -> {plot(timing, args.plot)}")
+        from hapflow.recorder import load
+        print(f"\nplot -> {plot(timing, args.plot, load(args.run))}")
     return 0
 
 

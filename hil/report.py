@@ -149,15 +149,35 @@ def _per_second(flags: np.ndarray, rate: float) -> np.ndarray:
     return padded.reshape(n, per).sum(axis=1)
 
 
-def plot(t: Timing, path: str | Path) -> Path:
-    """Histogram of lateness and period error, overruns per second, compute time; PNG."""
-    import matplotlib
-    matplotlib.use("Agg")
+def trip_marks(attrs: dict) -> list[tuple[float, str]]:
+    """The safety stop of a recording's attributes as a plot mark (time, label), if any."""
+    kind = attrs.get("safety_kind")
+    if not kind:
+        return []
+    return [(float(attrs["safety_time"]),
+             f"safety stop at {float(attrs['safety_time']):.4f} s: {kind}")]
+
+
+def plot(t: Timing, path: str | Path, rec=None) -> Path:
+    """Histogram of lateness and period error, overruns per second, compute time, and
+    with ``rec`` (the :class:`~hapflow.recorder.Recording`) its signals over time, one
+    axis per unit; the safety stop marked; PNG."""
+    from hapflow.plotting import plot_signals, signal_units
     import matplotlib.pyplot as plt
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rate = 1e9 / t.period_ns
-    fig, ax = plt.subplots(2, 2, figsize=(11, 7))
+    traces = len(signal_units(rec)) if rec is not None else 0
+    fig = plt.figure(figsize=(11, 7 + 2.2 * traces))
+    grid = fig.add_gridspec(2 + traces, 2, height_ratios=[3.5, 3.5] + [2.2] * traces)
+    ax = np.array([[fig.add_subplot(grid[i, j]) for j in range(2)] for i in range(2)])
+    if traces:
+        first = fig.add_subplot(grid[2, :])
+        signal_axes = [first] + [fig.add_subplot(grid[2 + i, :], sharex=first)
+                                 for i in range(1, traces)]
+        plot_signals(signal_axes, rec, trip_marks(t.attrs))
+        signal_axes[-1].set_xlabel("time (s)")
+        signal_axes[0].set_title("recorded signals")
     bins = np.logspace(-1, 5, 70)
     ax[0, 0].hist(np.clip(t.lateness[t.ticks] / 1e3, 0.1, None), bins=bins)
     ax[0, 0].set(xscale="log", yscale="log", xlabel="lateness (us)", ylabel="ticks",
@@ -172,11 +192,10 @@ def plot(t: Timing, path: str | Path) -> Path:
     ax[1, 1].axhline(t.period_ns / 1e3, color="k", ls="--", lw=0.8, label="period")
     ax[1, 1].set(xlabel="time (s)", ylabel="compute (us)", title="compute time per tick")
     ax[1, 1].legend()
-    kind = t.attrs.get("safety_kind")
-    if kind:
+    for when, label in trip_marks(t.attrs):
         for a in (ax[1, 0], ax[1, 1]):
-            a.axvline(float(t.attrs["safety_time"]), color="r", lw=1)
-        fig.suptitle(f"safety event: {kind} at {float(t.attrs['safety_time']):.4f} s", color="r")
+            a.axvline(when, color="r", lw=1)
+        fig.suptitle(label, color="r")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
