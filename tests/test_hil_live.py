@@ -63,22 +63,53 @@ def live_run(tmp_path, requests, duration, after, paced):
     return runner.run(duration, out=tmp_path / "run.h5", on_start=started), answers
 
 
+class HeldDaq(SimDaq):
+    """The unpaced card, holding its sample clock at edge ``hold`` until ``live`` has a
+    change staged: a request made once the loop is there lands at that tick, whatever the
+    load on the machine (the virtual clock loses no edge while it waits)."""
+
+    def __init__(self, graph, hold: int, **kwargs):
+        super().__init__(graph, seed=1, paced=False, **kwargs)
+        self.hold, self.waits, self.live = hold, 0, None
+        self.there = threading.Event()
+
+    def wait(self) -> bool:
+        if self.waits == self.hold:
+            self.there.set()
+            end = time.monotonic() + 60
+            while not self.live.ready[0] and time.monotonic() < end:
+                time.sleep(0.0005)
+        self.waits += 1
+        return super().wait()
+
+
 def test_live_gain_change_lands_at_its_tick_and_changes_the_trajectory_from_there(tmp_path):
     """On the unpaced card (a virtual sample clock: no edge missed, so --mode sim reproduces
     it; paced, this VM's stalls run edges on interpolated inputs), a change asked for from
-    another thread while the loop runs.  Doubling kp moves the command at once by 2000 N/m
-    times the tracking error, which crosses zero twice a period: a run whose change landed
-    where that is under 0.5 N cannot tell the tick from its neighbours and is repeated."""
+    another thread while the loop waits for the edge of tick ``hold``.  Doubling kp moves
+    the command at once by 2000 N/m times the tracking error, which crosses zero twice a
+    period: ``hold`` is where that error is largest, so the tick the loop records is told
+    apart from its neighbours (over 0.5 N)."""
     total = 6000
-    for _ in range(5):
-        result, answers = live_run(tmp_path, [("pid.kp", 4000.0)], total / 1000, 0.02, False)
-        assert result.event is None and result.ticks == total
-        (change,) = answers
-        tick = change.tick
-        here = offline(total, tick, 4000.0)
-        early = offline(total, tick - 1, 4000.0)
-        if abs(early["pid.force_cmd"][tick - 1, 0] - here["pid.force_cmd"][tick - 1, 0]) > 0.5:
-            break
+    plain = offline(total, None, 0.0)
+    error = np.abs(plain["traj.y"] - plain["enc.pos"])[:, 0]
+    hold = 1000 + int(np.argmax(error[1000:4000])) + 1    # a tick early: largest error
+    card = HeldDaq(bed(), hold)
+    runner = HilRunner(bed(), card, safety.Policy(max_lateness=1.0, max_overruns=100000))
+    card.live = runner.live
+    answers = []
+
+    def ask():
+        card.there.wait(60)
+        answers.append(runner.live.request("pid.kp", 4000.0))
+    asking = lambda settings: threading.Thread(target=ask, daemon=True).start()
+    result = runner.run(total / 1000, out=tmp_path / "run.h5", on_start=asking)
+    assert result.event is None and result.ticks == total
+    (change,) = answers
+    tick = change.tick
+    assert tick == hold, change         # the loop applies it at the first tick it starts
+    here = offline(total, tick, 4000.0)
+    early = offline(total, tick - 1, 4000.0)
     assert 0 < tick < total - 300, change
     assert (change.block, change.parameter, change.old, change.new) == ("pid", "kp", 2000.0, 4000.0)
     with hf.recorder.h5py.File(result.path) as f:
@@ -99,7 +130,6 @@ def test_live_gain_change_lands_at_its_tick_and_changes_the_trajectory_from_ther
         step = np.abs(there["pid.force_cmd"] - here["pid.force_cmd"])[min(tick, other), 0]
         assert np.abs(rec["pid.force_cmd"] - there["pid.force_cmd"]).max() > step - 0.16 > 0.3
     # and the trajectory is the unchanged one before the tick, another one after it
-    plain = offline(total, None, 0.0)
     gap = np.abs(rec["enc.pos"] - plain["enc.pos"]) / COUNT
     assert gap[:tick].max() <= 2.0 + 1e-9 and gap[tick:].max() > 20
 
