@@ -15,28 +15,39 @@ pinned to one CPU, mlockall), it runs, in the same process one after the other:
   restarted after each trip) to count the **trips** it would have made, by kind
   (``late``: one lateness over the bound; ``run``: consecutive overruns).
 
+- **dashboard**: the same run with the live dashboard (:mod:`hapflow.hil.dashboard`)
+  served beside it and its page open in headless Chromium (through selenium; the
+  page is loaded and its document connected before the first tick, so it streams
+  for the whole run); without chromium and chromedriver the column is skipped.
+
 and prints p50/p99/p99.9/max of the absolute period error (time between
-successive wake-ups minus the period), the overruns (ticks that missed a
+successive wake-ups minus the period), p99.9 of the lateness (wake-up minus the
+deadline or sample clock edge waited for), the overruns (ticks that missed a
 sample clock edge; for the bare loop, periods over 1.5x), periods over 1.5x,
 and the CPU use (process CPU time / wall time, % of one CPU).  Each cell is
 the median over ``--repeat`` runs.  Settings that are not permitted are
 reported.  The machine load (1-minute load average) is printed before and
 after: on a shared host the tails are set by other processes.
 
-    python bench/hil_timing.py                 # 60 s per run (8 runs: ~8 min)
+    python bench/hil_timing.py                 # 60 s per run (12 runs: ~12 min)
     python bench/hil_timing.py --seconds 5     # quick
+
+Under each cell: the period error's p99.9 of the runner, and of the runner with the
+dashboard, over the bare loop's, and the lateness p99.9 with the dashboard over without.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import os
+import shutil
+import socket
 import time
 from pathlib import Path
 
 import numpy as np
 
-from hapflow.hil import realtime
+from hapflow.hil import dashboard, realtime
 from hapflow.hil.clock import Pacer
 from hapflow.hil.runner import HilRunner, RealTime
 from hapflow.hil.safety import Policy, Watchdog
@@ -56,33 +67,77 @@ def bare(rate: float, seconds: float, rt: RealTime) -> tuple[dict, str]:
     pacer = Pacer(rate)
     n = int(seconds * rate)
     wake = np.zeros(n, dtype=np.int64)
+    deadline = np.zeros(n, dtype=np.int64)
     settings = realtime.apply(rt.fifo, rt.cpu, rt.lock)
     gc.disable()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
         pacer.start()
         for k in range(n):
-            wake[k] = pacer.wait()[1]
+            deadline[k], wake[k], _ = pacer.wait()
     finally:
         wall = time.perf_counter() - wall0
         cpu = 100 * (time.process_time() - cpu0) / wall
         gc.enable()
         settings.restore()
     period = np.diff(wake) - pacer.period
-    return row(period, int((period > pacer.period // 2).sum()), cpu, pacer.period), settings.summary()
+    return (row(period, wake - deadline, int((period > pacer.period // 2).sum()), cpu,
+                pacer.period), settings.summary())
 
 
-def hapflow(rate: float, seconds: float, rt: RealTime) -> tuple[dict, str]:
-    """The runner on the graph of ``rate``; returns its row and the settings summary."""
+def hapflow(rate: float, seconds: float, rt: RealTime, browser=None) -> tuple[dict, str]:
+    """The runner on the graph of ``rate`` (with the dashboard open in ``browser`` if one
+    is given); returns its row and the settings summary."""
     g = load(GRAPHS[rate])
-    result = HilRunner(g, SimDaq(g, seed=1), NO_WATCHDOG, rt).run(seconds)
+    runner = HilRunner(g, SimDaq(g, seed=1), NO_WATCHDOG, rt)
+    watch = None if browser is None else open_dashboard(runner, browser)
+    result = runner.run(seconds, watch=watch)
     t = result.timing
     period_ns = int(round(1e9 / rate))
     own = ~t["missed"]                                          # the loop's own ticks
     period = np.diff(t["wake"][own]) - period_ns
-    out = row(period, result.overruns, result.cpu_percent, period_ns)
+    out = row(period, t["lateness"][own], result.overruns, result.cpu_percent, period_ns)
     out["late trips"], out["run trips"] = trips(t["lateness"][own], t["overrun"][own], period_ns)
     return out, result.settings
+
+
+def open_dashboard(runner: HilRunner, browser):
+    """A ``watch`` that serves the run's dashboard and opens it in ``browser`` before the
+    first tick (its document connected to the server)."""
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+
+    def watch(view):
+        stop = dashboard.start(runner.live, port)(view)
+        browser.get(f"http://localhost:{port}/")
+        end = time.monotonic() + 60
+        while not browser.execute_script("return window.Bokeh !== undefined && "
+                                         "Bokeh.documents.length > 0"):
+            if time.monotonic() > end:
+                raise RuntimeError("the dashboard's page did not connect in 60 s")
+            time.sleep(0.05)
+        return stop
+    return watch
+
+
+def headless_chromium():
+    """Debian's chromium through selenium, or None (with the reason printed)."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    try:
+        from selenium import webdriver
+    except ImportError:
+        webdriver = None
+    if chromium is None or driver is None or webdriver is None:
+        print("dashboard column skipped: needs chromium, chromium-driver and selenium")
+        return None
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400",
+                "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    return webdriver.Chrome(options=options,
+                            service=webdriver.ChromeService(executable_path=driver))
 
 
 def trips(lateness: np.ndarray, overrun: np.ndarray, period_ns: int) -> tuple[int, int]:
@@ -98,10 +153,12 @@ def trips(lateness: np.ndarray, overrun: np.ndarray, period_ns: int) -> tuple[in
     return late, run
 
 
-def row(period_error: np.ndarray, overruns: int, cpu: float, period_ns: int) -> dict:
+def row(period_error: np.ndarray, lateness: np.ndarray, overruns: int, cpu: float,
+        period_ns: int) -> dict:
     e = np.abs(period_error) / 1e3
     return {"p50": np.percentile(e, 50), "p99": np.percentile(e, 99),
-            "p99.9": np.percentile(e, 99.9), "max": e.max(), "overruns": overruns,
+            "p99.9": np.percentile(e, 99.9), "max": e.max(),
+            "late p99.9": np.percentile(lateness, 99.9) / 1e3, "overruns": overruns,
             ">1.5x": int((period_error > period_ns // 2).sum()), "cpu": cpu}
 
 
@@ -120,29 +177,48 @@ def main() -> None:
           f"{args.seconds:g} s per run, median of {args.repeat}")
     for rate in (int(r) for r in args.rates.split(",")):
         hapflow(rate, 0.2, RealTime())                 # compile / load the kernels first
-    header = (f"{'rate':>6s} {'setup':16s} {'loop':8s} {'p50':>8s} {'p99':>8s} {'p99.9':>8s} "
-              f"{'max':>9s} {'overruns':>9s} {'>1.5x':>6s} {'CPU %':>6s} {'trips':>11s}")
+    header = (f"{'rate':>6s} {'setup':16s} {'loop':9s} {'p50':>8s} {'p99':>8s} {'p99.9':>8s} "
+              f"{'max':>9s} {'late p99.9':>10s} {'overruns':>9s} {'>1.5x':>6s} {'CPU %':>6s} "
+              f"{'trips':>11s}")
     print("\n|period error| in us\n" + header + "\n" + "-" * len(header))
     notes = set()
-    for rate in (int(r) for r in args.rates.split(",")):
-        for name, rt in SETUPS.items():
-            cells = {"bare": [], "hapflow": []}
-            for _ in range(args.repeat):
-                for loop, fn in (("bare", bare), ("hapflow", hapflow)):
-                    r, settings = fn(rate, args.seconds, rt)
-                    cells[loop].append(r)
-                    notes.add(f"{name}: {settings}")
-            for loop, rows in cells.items():
-                m = median(rows)
-                print(f"{rate:6d} {name:16s} {loop:8s} {m['p50']:8.1f} {m['p99']:8.1f} "
-                      f"{m['p99.9']:8.1f} {m['max']:9.1f} {m['overruns']:9.0f} {m['>1.5x']:6.0f} "
-                      f"{m['cpu']:6.0f}" + (f" {m['late trips']:4.0f} late, {m['run trips']:.0f} run"
-                                             if "late trips" in m else ""))
-            ratio = median(cells["hapflow"])["p99.9"] / max(median(cells["bare"])["p99.9"], 1e-9)
-            print(f"{'':6s} {'':16s} hapflow p99.9 / bare p99.9 = {ratio:.2f}")
+    browser = headless_chromium()
+    loops = {"bare": bare, "hapflow": hapflow}
+    if browser is not None:
+        loops["dashboard"] = lambda rate, seconds, rt: hapflow(rate, seconds, rt, browser)
+    try:
+        for rate in (int(r) for r in args.rates.split(",")):
+            for name, rt in SETUPS.items():
+                cell(rate, name, rt, loops, args, notes)
+    finally:
+        if browser is not None:
+            browser.quit()
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     for note in sorted(notes):
         print(note)
+
+
+def cell(rate: int, name: str, rt: RealTime, loops: dict, args, notes: set) -> None:
+    """Run and print one rate x setup cell, every loop ``--repeat`` times, interleaved."""
+    cells = {loop: [] for loop in loops}
+    for _ in range(args.repeat):
+        for loop, fn in loops.items():
+            r, settings = fn(rate, args.seconds, rt)
+            cells[loop].append(r)
+            notes.add(f"{name}: {settings}")
+    m = {loop: median(rows) for loop, rows in cells.items()}
+    for loop, c in m.items():
+        print(f"{rate:6d} {name:16s} {loop:9s} {c['p50']:8.1f} {c['p99']:8.1f} "
+              f"{c['p99.9']:8.1f} {c['max']:9.1f} {c['late p99.9']:10.1f} {c['overruns']:9.0f} "
+              f"{c['>1.5x']:6.0f} {c['cpu']:6.0f}"
+              + (f" {c['late trips']:4.0f} late, {c['run trips']:.0f} run" if "late trips" in c
+                 else ""))
+    for loop in [loop for loop in cells if loop != "bare"]:
+        print(f"{'':6s} {'':16s} {loop}: p99.9 / bare p99.9 = "
+              f"{m[loop]['p99.9'] / max(m['bare']['p99.9'], 1e-9):.2f}")
+    if "dashboard" in m:
+        print(f"{'':6s} {'':16s} late p99.9 with / without the dashboard = "
+              f"{m['dashboard']['late p99.9'] / max(m['hapflow']['late p99.9'], 1e-9):.2f}")
 
 
 if __name__ == "__main__":

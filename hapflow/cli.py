@@ -64,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _plot(out, args.plot, trip_marks)
         return status
     for option in ("daq", "grpc", "fifo", "cpu", "max_overruns", "max_lateness",
-                   "hw_watchdog"):
+                   "hw_watchdog", "dashboard"):
         if getattr(args, option) is not None:
             raise GraphError(f"--{option.replace('_', '-')} applies to --mode hil")
     for option in ("fault", "mlock", "live"):

@@ -4,7 +4,7 @@
 
     hapflow run GRAPH --mode hil [--daq sim|nidaqmx] [--grpc HOST:PORT] [--fifo PRIO]
                 [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S] [--hw-watchdog S]
-                [--unpaced] [--live]
+                [--unpaced] [--live] [--dashboard [PORT]]
                 [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
     hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
     hapflow hil arm GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
@@ -61,6 +61,10 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                         "from stdin (e.g. 'pid.kp=4000'); each is validated by its block, "
                         "applied at the next tick, recorded under /hil/live, and answered "
                         "with its tick or why it was rejected")
+    g.add_argument("--dashboard", type=integer(1, 65535), nargs="?", const=5006, default=None,
+                   metavar="PORT", help="serve a live dashboard on http://localhost:PORT/ "
+                   "[5006]: signal traces, timing, overruns, safety state, live parameter "
+                   "sliders, e-stop (a Bokeh server in its own process)")
     g.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="with --daq sim: inject a fault, KIND@TICK[xTICKS][:CHANNEL][=VALUE]; "
                         "kinds drop, late, stuck, saturate, glitch, nan, error (repeatable)")
@@ -122,7 +126,13 @@ def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
             print("live parameters: type BLOCK.PARAM=VALUE and Enter, e.g. "
                   + next(iter(runner.live.live_parameters()), "pid.kp") + "=...", flush=True)
             serve_stream(runner.live, sys.stdin, sys.stdout)
-    result = runner.run(args.duration, out=out, on_start=started)
+        if args.dashboard:
+            print(f"dashboard: http://localhost:{args.dashboard}/", flush=True)
+    watch = None
+    if args.dashboard:
+        from .dashboard import start
+        watch = start(runner.live, args.dashboard)
+    result = runner.run(args.duration, out=out, on_start=started, watch=watch)
     print(result.summary())
     if runner.backend.watchdog_note:
         print(f"hardware watchdog: {runner.backend.watchdog_note}")

@@ -83,6 +83,36 @@ class Buffer:
             self.shm.unlink()
 
 
+class Status:
+    """A few int64 in shared memory that a watcher process reads (and the e-stop it sets):
+    ``values[TICK0]`` first tick of the buffer in use (buffer ``TICK0 // chunk % 2`` of a
+    recording, the only one of a run kept in memory), ``[ROWS]`` rows written in it,
+    ``[OVERRUNS]`` overruns so far, ``[TRIP]`` tick + 1 of the safety stop (0: none),
+    ``stop`` the stop request (a signal number, or :attr:`ESTOP`)."""
+
+    TICK0, ROWS, OVERRUNS, TRIP, STOP = range(5)
+    ESTOP = -1
+    """``stop[0]`` value of the dashboard's e-stop (signals store their number)."""
+
+    def __init__(self):
+        self.shm = shared_memory.SharedMemory(create=True, size=8 * 8)
+        self.values = np.ndarray((8,), np.int64, self.shm.buf)
+        self.values[:] = 0
+        self.stop = self.values[self.STOP:self.STOP + 1]
+
+    def switch(self, tick0: int) -> None:
+        """The loop goes on in the other buffer from ``tick0`` (rows first: a reader that
+        sees the new first tick never takes the old buffer's row count for the new one's)."""
+        self.values[self.ROWS] = 0
+        self.values[self.TICK0] = tick0
+
+    def release(self) -> None:
+        """Free the shared memory (the loop's views of it must be dropped first)."""
+        self.values = self.stop = None
+        self.shm.close()
+        self.shm.unlink()
+
+
 class HilRecorder:
     """Records a real-time run through a writer process (see the module docstring).
 

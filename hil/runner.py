@@ -69,7 +69,7 @@ from .bindings import Bindings, bind
 from .cardports import sink_index, value_index
 from .clock import now_ns
 from .live import LiveParameters
-from .recording import Buffer, HilRecorder
+from .recording import Buffer, HilRecorder, Status
 from .split import controller_graph
 
 
@@ -290,10 +290,13 @@ class HilRunner:
 
     # ------------------------------------------------------------------ run
     def run(self, duration: float | None = None, out: str | Path | None = None,
-            on_start: Callable[[str], None] | None = None) -> HilResult:
+            on_start: Callable[[str], None] | None = None,
+            watch: Callable[["LoopView"], Callable[[], None]] | None = None) -> HilResult:
         """Run in real time for ``duration`` s (default: the graph's), recording to ``out``.
 
         ``on_start`` is called with the real-time settings just before the first tick.
+        ``watch`` (the dashboard) is given a :class:`LoopView` before the loop starts and
+        returns what to call once it has ended.
 
         Returns
         -------
@@ -322,6 +325,7 @@ class HilRunner:
                               self._attrs(type(self.backend).__name__), self.chunk_ticks,
                               self.sim.layout.sizes["log"], len(self.ao))
         loop = _Loop(self, rec, total)
+        unwatch = self._watch(watch, loop, rec) if watch is not None else None
         self.live.on_change = (lambda change: rec.note(change.row())) if rec is not None else None
         settings = realtime.apply(self.rt.fifo, self.rt.cpu, self.rt.lock)
         handlers = _trap_signals(loop.stop)
@@ -335,6 +339,8 @@ class HilRunner:
             loop.run()
         finally:
             self.live.stop()
+            if unwatch is not None:
+                unwatch()
             wall = time.perf_counter() - wall0
             cpu = 100.0 * (time.process_time() - cpu0) / wall if wall > 0 else 0.0
             gc.enable()
@@ -354,6 +360,44 @@ class HilRunner:
         return HilResult(loop.done, self.rate, wall, cpu, loop.event,
                          Path(out) if out is not None else None, settings.summary(),
                          loop.overruns, timing, self.half.dropped)
+
+    def _watch(self, watch: Callable, loop: "_Loop", rec: HilRecorder | None) -> Callable:
+        """Start the watcher (before the real-time settings: its process must not inherit
+        them); if it cannot start, close the card and the recording, nothing ran."""
+        try:
+            return watch(LoopView(loop.buffers, loop.status, self.rate, loop.total,
+                                  self._signals()))
+        except BaseException:
+            loop.shutdown()
+            if rec is not None:
+                rec.finish("error")
+            loop.release()
+            raise
+
+
+@dataclass
+class LoopView:
+    """What a watcher in another process reads of a running loop (all in shared memory).
+
+    Attributes
+    ----------
+    buffers : list of Buffer
+        The loop's row buffers (see :mod:`hapflow.hil.recording`).
+    status : Status
+        Buffer in use, rows in it, its first tick, ticks done, trip tick; the e-stop flag.
+    rate : float
+        Tick rate (Hz).
+    total : int
+        Ticks the run is to last.
+    signals : dict
+        ``name`` -> (unit, (source, column)), source ``"log"`` or ``"command"``.
+    """
+
+    buffers: list
+    status: Status
+    rate: float
+    total: int
+    signals: dict
 
 
 def _event_attrs(event: safety.SafetyEvent | None) -> dict[str, Any]:
@@ -412,7 +456,8 @@ class _Loop:
         self.par_in = (_par(runner.ai, "scale"), _par(runner.ai, "offset"),
                        _par(runner.ci, "scale"), _par(runner.ci, "offset"))
         self.par_out = tuple(_par(runner.ao, a) for a in ("scale", "offset", "low", "high"))
-        self.stop = np.zeros(1, dtype=np.int64)
+        self.status = Status()
+        self.stop = self.status.stop            # a signal number, or ESTOP from the dashboard
         self.event: safety.SafetyEvent | None = None
         self.watchdog = safety.Watchdog(runner.policy, runner.period)
         self.done = 0
@@ -447,6 +492,7 @@ class _Loop:
         """Record the first safety event."""
         if self.event is None:
             self.event = safety.SafetyEvent(tick, tick / self.r.rate, kind, message)
+            self.status.values[Status.TRIP] = tick + 1
 
     def _reason(self, code: int, values: np.ndarray, commands: np.ndarray,
                 rate: float) -> tuple[str, str]:
@@ -529,8 +575,11 @@ class _Loop:
                 else:
                     self.held[:] = self.commands
             if self.stop[0]:
-                name = signal.Signals(int(self.stop[0])).name
-                self.trip(tick, name, f"received {name}")
+                if self.stop[0] == Status.ESTOP:
+                    self.trip(tick, "e-stop", "the dashboard's e-stop was pressed")
+                else:
+                    name = signal.Signals(int(self.stop[0])).name
+                    self.trip(tick, name, f"received {name}")
                 cut = True
             if step > 0:
                 step += skipped         # the ramp runs on card edges: a stall does not stretch it
@@ -556,7 +605,9 @@ class _Loop:
                     cut = True
             done = now_ns()
             overrun = late or skipped > 0 or (paced and done - edge > period)
-            self.overruns += bool(overrun)
+            if overrun:
+                self.overruns += 1
+                self.status.values[Status.OVERRUNS] = self.overruns
             if self.event is None:
                 why = self.watchdog.tick(lateness, bool(overrun))
                 if why:
@@ -601,6 +652,7 @@ class _Loop:
         self.j = j = j + 1
         buf.n = j
         self.done = tick + 1
+        self.status.values[Status.ROWS] = j
         if j == len(buf.rows) and self.rec is not None:
             if self.r.sim.sinks:
                 self.r.sim.drain(tick=tick + 1)     # MIDI/sound sinks, once per chunk (their limit)
@@ -608,6 +660,7 @@ class _Loop:
             self.which = 1 - self.which
             self.buf = self.rec.claim(self.which)
             self.buf.tick0, self.j = tick + 1, 0
+            self.status.switch(tick + 1)
 
     def kept_timing(self) -> dict[str, np.ndarray]:
         """The timing of a run kept in memory (no recording file), else {}."""
@@ -633,7 +686,9 @@ class _Loop:
             self.rec.send(self.which)
 
     def release(self) -> None:
-        """Free the buffers of a run kept in memory."""
+        """Free the buffers of a run kept in memory, and the status."""
+        self.stop = None
+        self.status.release()
         if self.rec is None:
             for b in self.buffers:
                 b.release(unlink=True)

@@ -17,13 +17,14 @@ def shared_segments(pid: int) -> set[str]:
 
 def test_kill_9_of_a_hil_run_releases_its_shared_memory(tmp_path, endless_run):
     """The writer process outlives a ``kill -9`` of the loop: it closes the file and unlinks
-    the two shared-memory buffers nobody else can release any more (they leaked)."""
+    the two shared-memory buffers nobody else can release any more (they leaked); the
+    loop's status (rows, trip, stop flag: see hapflow.hil.dashboard) is released too."""
     out = tmp_path / "hil.h5"
     child = endless_run(TESTBED, out, "--mode", "hil", stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
     time.sleep(0.5)
     segments = shared_segments(child.pid)
-    assert len(segments) == 2
+    assert len(segments) == 3
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=60)
     deadline = time.time() + 60
