@@ -35,6 +35,7 @@ def main() -> None:
 
     rows = []
     for name, kw in (("default", {}), ("Savitzky-Golay (by name)", {"velocity": "savgol"}),
+                     ("RTS smoother (by name)", {"velocity": "rts"}),
                      ("encoder 40 Hz (old default)", {"velocity": "encoder"}),
                      ("encoder 244 Hz", {"velocity": "encoder", "cutoff": 0.4 * RATE}),
                      ("exact derivatives", None)):

@@ -36,7 +36,7 @@ def held_out_mv(model) -> float:
 
 def main() -> None:
     rows = []
-    for velocity in ("spectral", "savgol", "encoder"):
+    for velocity in ("spectral", "savgol", "rts", "encoder"):
         motion = load_motion(TRAIN, velocity=velocity, **CSV)
         model, scored, _ = select(motion)
         chosen = next(s.name for s in scored if s.model is model)

@@ -6,7 +6,7 @@
                      [--forgetting 0.999] [--grid M] [--two-sided] [--regressors avx1]
                      [--stiffness 1,3 --damping 0] [--strict]
                      [--pos enc.pos --force head.force --acc head.accel|none]
-                     [--velocity fusion|spectral|savgol|encoder|accel|difference] [--cutoff HZ] ...
+                     [--velocity fusion|spectral|savgol|rts|encoder|accel|difference] [--cutoff HZ] ...
                      [--out model.yaml] [--plots DIR]
     hapflow verify MODEL.yaml --against RUN.h5|DATA.csv [--bin M] [--max-nrmse PCT]
                    [--simulate] [--plots DIR]
@@ -75,7 +75,9 @@ def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     g.add_argument("--velocity", choices=VELOCITY_METHODS,
                    help="velocity/acceleration estimator [fusion with an accelerometer, "
                         "else spectral with its corner from the data's band; savgol: "
-                        "Savitzky-Golay, its window from the same corner]")
+                        "Savitzky-Golay, its window from the same corner; rts: "
+                        "Rauch-Tung-Striebel smoother of a white-jerk model, its corner "
+                        "from the same band]")
     g.add_argument("--order", type=int, help="Butterworth order [2]")
     g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [spectral: 1.25 x the data's band; encoder 40 Hz; "
                         "200 Hz with an accelerometer]")
