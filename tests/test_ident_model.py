@@ -1,4 +1,4 @@
-"""Model file and evaluation kernel (hapflow/ident/model.py)."""
+"""Model file and evaluation kernel (blocks/impedance_model.py)."""
 import math
 
 import numpy as np
@@ -7,7 +7,7 @@ import yaml
 
 from hapflow.ident import ImpedanceModel, Knots, ModelFileError, impedance_force
 from hapflow.ident import synthetic as syn
-from hapflow.ident.model import blend_weight, impedance_force_w
+from hapflow.blocks.impedance_model import blend_weight, impedance_force_w
 
 
 def small_model():

@@ -13,7 +13,7 @@ import pytest
 
 from hapflow.ident import IdentError, from_arrays, identify
 from hapflow.ident import synthetic as syn
-from hapflow.ident.model import ImpedanceModel, Knots
+from hapflow.blocks.impedance_model import ImpedanceModel, Knots
 from hapflow.ident.prep import signal_band, spectral
 from hapflow.ident.simulate import check_mass, simulate
 

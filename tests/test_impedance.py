@@ -1,4 +1,5 @@
-"""PiecewiseImpedance and EWLS blocks (blocks/impedance.py) against the offline kernels."""
+"""PiecewiseImpedance, Admittance and EWLS blocks (blocks/impedance.py, blocks/ewls.py)
+against the offline kernels."""
 import numpy as np
 import pytest
 
@@ -146,8 +147,8 @@ def test_admittance_in_a_graph_agrees_with_solve_ivp():
     """Issue 14: the model rendered force-in motion-out by the engine's RK4 vs scipy."""
     from scipy.integrate import solve_ivp
     from hapflow.blocks import Admittance, Sine
-    from hapflow.ident.model import ImpedanceModel, Knots
-    from hapflow.ident.simulate import admittance_accel
+    from hapflow.blocks.impedance_model import ImpedanceModel, Knots
+    from hapflow.blocks.impedance_model import admittance_accel
     knots = _hardening_knots(np.linspace(-0.01, 0.01, 401))
     g = hf.Graph(name="admittance", rate=50000.0, duration=0.2)
     g.add("drive", Sine(amplitude=6.0, frequency=55.0, unit="N"))

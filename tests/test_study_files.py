@@ -49,7 +49,7 @@ def test_force_nrmse_of_a_rendered_model(tmp_path):
     import numpy as np
 
     from hapflow.blocks import HardeningSpringDevice
-    from hapflow.ident.model import ImpedanceModel, Knots
+    from hapflow.blocks.impedance_model import ImpedanceModel, Knots
     device = HardeningSpringDevice(k_stiff=1600.0, x_transition=0.010, damping=11.5)
     x = np.linspace(-0.03, 0.03, 241)
     knots = {d: Knots(x, **device.impedance(x, d)) for d in (1, -1)}

@@ -10,7 +10,7 @@ Pipeline (one concept per module):
   standard errors and condition numbers, and automatic BIC segmentation;
 - :mod:`~hapflow.ident.ewls` — exponentially weighted RLS over sorted data
   (seed 002); its ``@njit`` update is shared with the online ``EWLS`` block;
-- :mod:`~hapflow.ident.model` — the model file and the ``@njit`` evaluation
+- :mod:`~hapflow.blocks.impedance_model` — the model file and the ``@njit`` evaluation
   kernel shared with the ``PiecewiseImpedance`` block;
 - :mod:`~hapflow.ident.poly` — one global polynomial model (``k1 x + k3 x^3``);
 - :mod:`~hapflow.ident.pipeline` — one call from prepared data to a model;
@@ -24,7 +24,7 @@ Pipeline (one concept per module):
 """
 from .errors import IdentError, ModelFileError, SignalError  # noqa: F401
 from .pipeline import identify  # noqa: F401
-from .model import ImpedanceModel, Knots, impedance_force  # noqa: F401
+from hapflow.blocks.impedance_model import ImpedanceModel, Knots, impedance_force  # noqa: F401
 from .prep import Motion, from_arrays, from_recording, group, load_csv, load_motion  # noqa: F401
 from .verify import Verification, verify  # noqa: F401
 

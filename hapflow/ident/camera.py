@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import DIRECTION_NAMES, ImpedanceModel
+from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel
 from .report import identified, model_table, truth_errors
 from .truth import Truth
 from .verify import Verification

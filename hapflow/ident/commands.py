@@ -168,7 +168,7 @@ def cmd_identify(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Run ``hapflow verify``."""
-    from .model import ImpedanceModel
+    from hapflow.blocks.impedance_model import ImpedanceModel
     from .pipeline import predict_motion
     from .prep import load_motion
     from .report import plot_force

@@ -1,6 +1,8 @@
 """Errors of the identification pipeline (printed by the CLI without a traceback)."""
 from __future__ import annotations
 
+from hapflow.blocks.impedance_model import ModelFileError  # noqa: F401  (raised by model files)
+
 from ..errors import HapflowError
 
 
@@ -10,7 +12,3 @@ class IdentError(HapflowError):
 
 class SignalError(IdentError):
     """A signal the pipeline needs is not in the recording or file."""
-
-
-class ModelFileError(IdentError):
-    """A model file that cannot be read, or that is not a hapflow impedance model."""

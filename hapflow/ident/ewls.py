@@ -21,15 +21,10 @@ step, so ``P`` cannot grow without bound while the data does not excite a
 direction (a probe at rest, a constant regressor).  With exciting data the
 guard never acts and the update is exactly the paper's.
 
-The update is **one** ``@njit`` function, :func:`ewls_step`, acting in place
-on a flat state vector; the offline path (:func:`run`, :func:`fit_ewls`) and
-the online block ``hapflow.blocks.EWLS`` both call it, so they give the same
-numbers bit for bit.  State layout for ``n`` regressors (size ``n^2 + 3 n``)::
-
-    s[0 : n]                  theta (scaled)
-    s[n : n + n^2]            P, row-major
-    s[n + n^2 : 2n + n^2]     phi (raw regressor values, written by the caller)
-    s[2n + n^2 : 3n + n^2]    work (g = P phi, scaled)
+The update is **one** ``@njit`` function, :func:`hapflow.blocks.ewls.ewls_step`,
+acting in place on a flat state vector (its layout is in :mod:`hapflow.blocks.ewls`);
+the offline path (:func:`run`, :func:`fit_ewls`) and the online block
+``hapflow.blocks.EWLS`` both call it, so they give the same numbers bit for bit.
 
 Choosing ``lambda``: over position-sorted data the window is
 ``1 / (1 - lambda)`` samples, i.e. ``1 / ((1 - lambda) density)`` metres,
@@ -59,80 +54,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from hapflow.blocks.ewls import ewls_parameter, ewls_step, initial_state, state_size
+
 from .errors import IdentError
 from .prep import Group
 from .segmented import REGRESSORS, design
-
-
-def state_size(n: int) -> int:
-    """Length of the EWLS state vector for ``n`` regressors."""
-    return n * n + 3 * n
-
-
-def initial_state(n: int, p0: float) -> np.ndarray:
-    """State with ``theta = 0`` and ``P = p0 I``."""
-    s = np.zeros(state_size(n))
-    for i in range(n):
-        s[n + i * n + i] = p0
-    return s
-
-
-@njit(cache=True)
-def ewls_step(s, n, y, lam, p0, sc, sc0):
-    """One EWLS update in place; returns the a-priori prediction error (N).
-
-    Parameters
-    ----------
-    s : float64[n^2 + 3n]
-        State (layout in the module docstring); ``s[n+n^2 : 2n+n^2]`` must hold
-        the raw regressor values of this sample.
-    n : int
-        Number of regressors.
-    y : float
-        Measured force, N.
-    lam : float
-        Forgetting factor, 0 < lam <= 1.
-    p0 : float
-        Initial covariance (for the wind-up guard: trace(P) <= n p0).
-    sc : float64 array
-        Holds the regressor scales at ``sc[sc0 : sc0 + n]``.
-    sc0 : int
-        Offset of the scales in ``sc``.
-    """
-    ip = n
-    iphi = n + n * n
-    ig = iphi + n
-    # scaled regressors in place of the raw values; g = P phi; prediction
-    for j in range(n):
-        s[iphi + j] = s[iphi + j] / sc[sc0 + j]
-    denom = lam
-    pred = 0.0
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += s[ip + i * n + j] * s[iphi + j]
-        s[ig + i] = acc
-        denom += s[iphi + i] * acc
-        pred += s[iphi + i] * s[i]
-    e = y - pred
-    for i in range(n):
-        s[i] += s[ig + i] / denom * e
-    trace = 0.0
-    for i in range(n):
-        for j in range(n):
-            s[ip + i * n + j] -= s[ig + i] * s[ig + j] / denom
-        trace += s[ip + i * n + i]
-    if trace * (1.0 / lam) <= n * p0:
-        inv = 1.0 / lam
-        for k in range(n * n):
-            s[ip + k] *= inv
-    return e
-
-
-@njit(cache=True)
-def ewls_parameter(s, j, sc, sc0):
-    """Parameter ``j`` in SI units: ``theta_j / scale_j``."""
-    return s[j] / sc[sc0 + j]
 
 
 @njit(cache=True)

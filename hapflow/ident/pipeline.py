@@ -2,7 +2,7 @@
 
 :func:`identify` groups a :class:`~hapflow.ident.prep.Motion` by direction,
 sorts each group by position, fits each direction with the chosen method and
-returns an :class:`~hapflow.ident.model.ImpedanceModel` whose ``settings``
+returns an :class:`~hapflow.blocks.impedance_model.ImpedanceModel` whose ``settings``
 record the method and the data preparation (so ``verify`` can repeat it),
 whose ``diagnostics`` hold standard errors and condition numbers (segmented
 methods) and whose ``fit`` holds the NRMSE on the identification data.
@@ -17,7 +17,7 @@ from . import ewls as _ewls
 from . import poly as _poly
 from . import segmented as _seg
 from .errors import IdentError
-from .model import DIRECTION_NAMES, ImpedanceModel, Knots
+from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel, Knots
 from .prep import Motion, group
 from .verify import compare
 

@@ -13,7 +13,7 @@ described by a handful; it extrapolates smoothly and simulates without the
 force jumps of segment edges.
 
 The result is written in the locally linear form every consumer reads
-(:mod:`hapflow.ident.model`) on knots across the data's range:
+(:mod:`hapflow.blocks.impedance_model`) on knots across the data's range:
 ``k(x) = dF_s/dx`` (the local stiffness), ``F0(x) = F_s(x) - k(x) x + F0 +-
 Fc``, ``b(x) = sum_j b_j x^j``, so ``k(x) x + F0(x)`` reproduces the spring
 force at the knots; with 401 knots the interpolation error between them is
@@ -124,8 +124,8 @@ def fit_poly(motion: Motion, stiffness: tuple[int, ...] = (1, 3),
 
 
 def knots(fit: PolyFit, lo: float, hi: float, direction: int, count: int = 401):
-    """The fit as :class:`~hapflow.ident.model.Knots` of one direction on ``[lo, hi]``."""
-    from .model import Knots
+    """The fit as :class:`~hapflow.blocks.impedance_model.Knots` of one direction on ``[lo, hi]``."""
+    from hapflow.blocks.impedance_model import Knots
     c = fit.coefficients
     x = np.linspace(lo, hi, count)
     spring = sum(c[n] * x ** int(n[1:]) for n in c if n.startswith("k"))

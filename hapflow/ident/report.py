@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import DIRECTION_NAMES, ImpedanceModel
+from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel
 from .prep import Motion
 from .truth import Truth
 

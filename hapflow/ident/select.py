@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import IdentError
-from .model import DIRECTION_NAMES, ImpedanceModel
+from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel
 from .pipeline import identify, predict_motion
 from .prep import Motion
 from .verify import free_run

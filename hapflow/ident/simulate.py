@@ -1,7 +1,7 @@
 """Free-run simulation of an impedance model driven by force (admittance).
 
 The model gives force from motion, ``F = m(x) a + b(x) v + k(x) x + F0(x)``
-per direction, blended by velocity (:mod:`hapflow.ident.model`).  Driven by
+per direction, blended by velocity (:mod:`hapflow.blocks.impedance_model`).  Driven by
 a force it is an ODE in ``(x, v)``: since the blended force is affine in
 ``a``, the acceleration is ::
 
@@ -23,17 +23,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from hapflow.blocks.impedance_model import ImpedanceModel, admittance_accel, nonpositive_mass
+
 from .errors import IdentError
-from .model import ImpedanceModel, blend_weight, impedance_force_w
-
-
-@njit(cache=True)
-def admittance_accel(table, x, v, force):
-    """Acceleration (m/s^2) of the model at ``(x, v)`` under ``force`` (N)."""
-    w = blend_weight(table, v)
-    f0 = impedance_force_w(table, x, v, 0.0, w)
-    mass = impedance_force_w(table, x, v, 1.0, w) - f0
-    return (force - f0) / mass
 
 
 @njit(cache=True)
@@ -70,16 +62,9 @@ def check_mass(model: ImpedanceModel) -> None:
     IdentError
         Naming the direction and the position range (mm) where ``m <= 0``.
     """
-    for name in ("positive", "negative"):
-        kn = getattr(model, name)
-        bad = np.flatnonzero(~(kn.m > 0))
-        if bad.size:
-            lo, hi = kn.x[bad.min()], kn.x[bad.max()]
-            raise IdentError(
-                f"the model's {name}-direction mass is not positive between {lo * 1e3:.4g} and "
-                f"{hi * 1e3:.4g} mm (smallest {kn.m[bad].min():.4g} kg): it cannot be driven by "
-                "force (admittance); identify with better acceleration estimates or more "
-                "excitation, or fix the mass")
+    reason = nonpositive_mass(model)
+    if reason is not None:
+        raise IdentError(reason)
 
 
 def simulate(model: ImpedanceModel, force: np.ndarray, rate: float, x0: float, v0: float,

@@ -1,7 +1,7 @@
 """Synthetic identification data with known truth (tests, benchmarks, method comparisons).
 
 A probe trajectory (constant-amplitude swept sine, seed 002) drives a known
-:class:`~hapflow.ident.model.ImpedanceModel`; the measured signals are made
+:class:`~hapflow.blocks.impedance_model.ImpedanceModel`; the measured signals are made
 like the rig's: a quantising encoder, an accelerometer with white noise and a
 bias, a force sensor with white noise.  :func:`write_recording` stores them as
 a hapflow HDF5 recording (signals ``enc.pos``, ``head.force``,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import ImpedanceModel, Knots
+from hapflow.blocks.impedance_model import ImpedanceModel, Knots
 
 
 def swept_sine(duration: float, rate: float, amplitude: float = 0.025, f_start: float = 1.0,

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .model import PARAMS
+from hapflow.blocks.impedance_model import PARAMS
 
 
 @dataclass
@@ -64,7 +64,7 @@ def find_truth(recording: Any) -> Truth | None:
                                  getattr(node.block, "impedance"))
     model_text = attrs.get("impedance_truth")
     if model_text:
-        from .model import ImpedanceModel
+        from hapflow.blocks.impedance_model import ImpedanceModel
         try:
             model = ImpedanceModel.from_yaml(str(model_text), "impedance_truth")
         except Exception:  # noqa: BLE001

@@ -221,7 +221,7 @@ def verify(model: Any, data: Any, bin_width: float | None = None,
     Verification
     """
     from .pipeline import predict_motion
-    from .model import ImpedanceModel
+    from hapflow.blocks.impedance_model import ImpedanceModel
     from .prep import Motion, from_recording, load_motion
     if isinstance(model, (str, Path)):
         model = ImpedanceModel.load(model)

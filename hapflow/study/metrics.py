@@ -237,7 +237,7 @@ def check_metric(name: str, spec: Any, graph: Graph, base_dir: Path,
         path = path if path.is_absolute() else base_dir / path
         if not path.is_file():
             raise MetricError(f"model file {str(arg['model'])!r} not found (looked for {path})")
-        from ..ident.model import ImpedanceModel
+        from ..blocks.impedance_model import ImpedanceModel
         text = path.read_text()
         ImpedanceModel.from_yaml(text, str(path))         # a model file, or a clear error now
         return {"kind": "force_nrmse", "model": str(path), "model_text": text,
@@ -341,7 +341,7 @@ def _identify(spec: dict[str, Any], run: RunData) -> dict[str, float]:
 
 
 def _force_nrmse(spec: dict[str, Any], run: RunData) -> float:
-    from ..ident.model import ImpedanceModel
+    from ..blocks.impedance_model import ImpedanceModel
     from ..ident.verify import verify
     model = ImpedanceModel.from_yaml(spec["model_text"], spec["model"])   # shipped with the job
     return float(verify(model, _recording(run), **spec["settings"]).nrmse_percent)

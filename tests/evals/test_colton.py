@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import hapflow as hf
-from hapflow.ident.model import DIRECTION_NAMES
+from hapflow.blocks.impedance_model import DIRECTION_NAMES
 from hapflow.ident.pipeline import identify, predict_motion
 from hapflow.ident.prep import load_motion
 from hapflow.ident.truth import find_truth

@@ -1,4 +1,9 @@
-"""The identified impedance model: file format and the one evaluation kernel.
+"""The impedance model: file format, the one evaluation kernel and its admittance form.
+
+Below the identification layer (:mod:`hapflow.ident` writes these files, the
+``PiecewiseImpedance`` and ``Admittance`` blocks read them): the model is plain
+knot arrays and a flat table, evaluated by ``@njit`` kernels that the blocks and
+the offline pipeline share, so a simulated render equals the offline result.
 
 Model (Colton & Hollerbach 2005, eq. 8), per direction ``d`` in {+, -}::
 
@@ -50,7 +55,7 @@ import numpy as np
 import yaml
 from numba import njit
 
-from .errors import ModelFileError
+from hapflow.errors import HapflowError
 
 FORMAT = "hapflow-impedance-model"
 VERSION = 1
@@ -61,6 +66,12 @@ EQUATION = ("F_d = m_d(x) a + b_d(x) v + k_d(x) x + F0_d(x) for d in (positive: 
             "w = 0.5 (1 + tanh(v / v_blend)); parameters linear between knots, a repeated "
             "knot is a jump (right-continuous), constant beyond the end knots")
 DIRECTION_NAMES = {1: "positive", -1: "negative"}
+
+
+
+
+class ModelFileError(HapflowError):
+    """A model file that cannot be read, or that is not a hapflow impedance model."""
 
 
 # ------------------------------------------------------------------ kernels
@@ -137,6 +148,20 @@ def impedance_force(table, x, v, a):
     ``PiecewiseImpedance`` block.
     """
     return impedance_force_w(table, x, v, a, blend_weight(table, v))
+
+
+@njit(cache=True)
+def admittance_accel(table, x, v, force):
+    """Acceleration (m/s^2) of the model at ``(x, v)`` under ``force`` (N).
+
+    The blended force is affine in the acceleration, so
+    ``a = (F - F(x, v, 0)) / (F(x, v, 1) - F(x, v, 0))``: the model's own kernel gives
+    the mass (the denominator), and impedance and admittance cannot disagree.
+    """
+    w = blend_weight(table, v)
+    f0 = impedance_force_w(table, x, v, 0.0, w)
+    mass = impedance_force_w(table, x, v, 1.0, w) - f0
+    return (force - f0) / mass
 
 
 @njit(cache=True)
@@ -348,6 +373,21 @@ class ImpedanceModel:
         except OSError as exc:
             raise ModelFileError(f"cannot read model file {str(path)!r}: {exc.strerror}") from None
         return cls.from_yaml(text, f"model file {str(path)!r}")
+
+
+def nonpositive_mass(model: ImpedanceModel) -> str | None:
+    """Why ``model`` cannot be driven by force, or ``None`` if its mass is positive at every
+    knot of both directions: the direction and the position range (mm) where ``m <= 0``."""
+    for name in ("positive", "negative"):
+        kn = getattr(model, name)
+        bad = np.flatnonzero(~(kn.m > 0))
+        if bad.size:
+            lo, hi = kn.x[bad.min()], kn.x[bad.max()]
+            return (f"the model's {name}-direction mass is not positive between {lo * 1e3:.4g} "
+                    f"and {hi * 1e3:.4g} mm (smallest {kn.m[bad].min():.4g} kg): it cannot be "
+                    "driven by force (admittance); identify with better acceleration estimates "
+                    "or more excitation, or fix the mass")
+    return None
 
 
 def _plain(value: Any) -> Any:
