@@ -262,7 +262,7 @@ def ekf_table() -> None:
 
     import hapflow
     from hapflow.blocks.flexible import D_SIZE, flex_rate, packed_model
-    from hapflow.blocks.flexible_ekf import (O_AB, O_HU, O_PHI, O_P, O_TMP, O_V, O_VAR,
+    from hapflow.blocks.flexible_ekf import (O_AB, O_FORCES, O_HU, O_PHI, O_P, O_TMP, O_V, O_VAR,
                                              FlexibleLinkEKF, correct, ekf_step, predict,
                                              propagate, state_matrix, transition)
     block = FlexibleLinkEKF()
@@ -292,7 +292,7 @@ def ekf_table() -> None:
             elif which == 1:
                 predict(p, model, d)
             elif which == 2:
-                state_matrix(model, d, O_AB, O_HU, O_V)
+                state_matrix(model, d)
             else:
                 transition(d, O_AB, O_PHI, O_TMP, 1e-4)
                 propagate(d, O_AB, O_PHI, O_P, O_TMP, 1e-4, d[O_VAR:O_VAR + 3])

@@ -31,6 +31,10 @@ NF = 1 + 4 * NL
 NIN = NU - NQ
 N = NQ + NIN
 R = NM + NT
+# room for the nonzero expansion terms of M and K (452 each), S (68), the gauge rows (22) and
+# the rotated interior modes (124): the exact expansion is sparse (hapflow.flex.expansion)
+TM, TS, TG, TP = 480, 80, 32, 140
+TMK = 240            # room for the entries of M and K that are nonzero at some configuration (220)
 
 
 def _layout(sizes):
@@ -41,22 +45,25 @@ def _layout(sizes):
     return out, at
 
 
-_PL, P_SIZE = _layout([("alpha", 1), ("beta", 1), ("A", NL * NQ), ("b", NL), ("Mc", NF * NU * NU),
-                       ("Kc", NF * NU * NU), ("Sc", NF * NU * NQ), ("Gc", NF * NG * NU),
-                       ("Pc", NF * NS * NT), ("inner", NIN), ("masters", NM), ("slaves", NS),
-                       ("tdofs", NTQ)])
+_PL, P_SIZE = _layout([("alpha", 1), ("beta", 1), ("A", NL * NQ), ("b", NL), ("Mc", 1 + 3 * TM),
+                       ("Kc", 1 + 3 * TM), ("Sc", 1 + 3 * TS), ("Gc", 1 + 3 * TG),
+                       ("Pc", 1 + 3 * TP), ("inner", NIN), ("masters", NM), ("slaves", NS),
+                       ("tdofs", NTQ), ("mk_rows", NU + 1), ("mk_cols", TMK),
+                       ("h_master", N)])
 _DL, D_SIZE = _layout([("f", NF), ("fr", NF), ("M", NU * NU), ("K", NU * NU), ("S", NU * NQ),
                        ("Sd", NU * NQ), ("Kss", NS * NS), ("G", NS * NM), ("H", N * R),
                        ("x", N), ("xd", N), ("u", NU), ("ud", NU), ("t1", NU), ("t2", NU),
                        ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("rhs", R),
-                       ("torque", NTQ)])
+                       ("Gm", NG * NU), ("Pm", NS * NT), ("Kst", NS), ("torque", NTQ)])
 PA, PB, PAC, PBC = _PL["alpha"], _PL["beta"], _PL["A"], _PL["b"]
 PM, PK, PS, PG, PP = _PL["Mc"], _PL["Kc"], _PL["Sc"], _PL["Gc"], _PL["Pc"]
 PIN, PMA, PSL, PTQ = _PL["inner"], _PL["masters"], _PL["slaves"], _PL["tdofs"]
+PMKR, PMKC, PHM = _PL["mk_rows"], _PL["mk_cols"], _PL["h_master"]
 DF, DFR, DM, DK, DS, DSD = _DL["f"], _DL["fr"], _DL["M"], _DL["K"], _DL["S"], _DL["Sd"]
 DKSS, DG, DH, DX, DXD = _DL["Kss"], _DL["G"], _DL["H"], _DL["x"], _DL["xd"]
 DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"], _DL["g"],
                                                _DL["Mf"], _DL["MH"], _DL["Mr"], _DL["rhs"])
+DGM, DPM, DKST = _DL["Gm"], _DL["Pm"], _DL["Kst"]
 
 
 @njit_noalloc(cache=True)
@@ -79,16 +86,13 @@ def _features(p, x, xd_from, d):
 
 
 @njit_noalloc(cache=True)
-def _combine(p, so, size, d, fo, do):
-    """``d[do:do+size] = sum_k d[fo+k] p[so + k size : ...]``."""
+def _combine(p, so, cap, size, d, fo, do):
+    """``d[do:do+size] = sum_k d[fo+k] X_k`` from the nonzero terms of the ``X_k`` at ``p[so:]``:
+    their count, then ``cap`` entries, features and coefficients (see :func:`expansion_terms`)."""
     for i in range(size):
         d[do + i] = 0.0
-    for k in range(NF):
-        fk = d[fo + k]
-        if fk != 0.0:
-            base = so + k * size
-            for i in range(size):
-                d[do + i] += fk * p[base + i]
+    for t in range(int(p[so])):
+        d[do + int(p[so + 1 + t])] += d[fo + int(p[so + 1 + cap + t])] * p[so + 1 + 2 * cap + t]
 
 
 @njit_noalloc(cache=True)
@@ -111,16 +115,59 @@ def cholesky_factor(d, ao, n):
 def cholesky_substitute(d, ao, n, bo, ncols):
     """Solve ``L L' X = B`` in place with the factor ``L`` at ``ao``; ``B`` (n x ncols at ``bo``,
     row-major in ``d``) is overwritten by ``X``."""
-    for c in range(ncols):
+    for i in range(n):                  # row by row, all columns at once (independent sums)
+        for k in range(i):
+            lik = d[ao + i * n + k]
+            for c in range(ncols):
+                d[bo + i * ncols + c] -= lik * d[bo + k * ncols + c]
+        lii = d[ao + i * n + i]
+        for c in range(ncols):
+            d[bo + i * ncols + c] /= lii
+    for i in range(n - 1, -1, -1):
+        for k in range(i + 1, n):
+            lki = d[ao + k * n + i]
+            for c in range(ncols):
+                d[bo + i * ncols + c] -= lki * d[bo + k * ncols + c]
+        lii = d[ao + i * n + i]
+        for c in range(ncols):
+            d[bo + i * ncols + c] /= lii
+
+
+@njit_noalloc(cache=True)
+def _envelope_solve(d, ao, n, st, bo, ncols, first):
+    """``cholesky_solve`` for a sparse ``A`` (the Guyan ``Kss``), columns ``first..ncols-1`` of
+    ``B`` only: the factor is zero left of each row's first nonzero (``d[st:st+n]`` receives
+    those columns), so the products skipped here are products with zeros."""
+    for i in range(n):
+        j = 0
+        while j < i and d[ao + i * n + j] == 0.0:
+            j += 1
+        d[st + i] = j
+    for j in range(n):
+        sj = int(d[st + j])
+        s = d[ao + j * n + j]
+        for k in range(sj, j):
+            s -= d[ao + j * n + k] ** 2
+        s = math.sqrt(s)
+        d[ao + j * n + j] = s
+        for i in range(j + 1, n):
+            si = int(d[st + i])
+            if si <= j:
+                v = d[ao + i * n + j]
+                for k in range(max(si, sj), j):
+                    v -= d[ao + i * n + k] * d[ao + j * n + k]
+                d[ao + i * n + j] = v / s
+    for c in range(first, ncols):
         for i in range(n):
             v = d[bo + i * ncols + c]
-            for k in range(i):
+            for k in range(int(d[st + i]), i):
                 v -= d[ao + i * n + k] * d[bo + k * ncols + c]
             d[bo + i * ncols + c] = v / d[ao + i * n + i]
         for i in range(n - 1, -1, -1):
             v = d[bo + i * ncols + c]
             for k in range(i + 1, n):
-                v -= d[ao + k * n + i] * d[bo + k * ncols + c]
+                if d[st + k] <= i:
+                    v -= d[ao + k * n + i] * d[bo + k * ncols + c]
             d[bo + i * ncols + c] = v / d[ao + i * n + i]
 
 
@@ -134,10 +181,9 @@ def cholesky_solve(d, ao, n, bo, ncols):
 
 @njit_noalloc(cache=True)
 def _basis(p, d):
-    """M, K, S at the features in ``d`` and ``H(q)`` (eq. 5.49) into ``d``."""
-    _combine(p, PM, NU * NU, d, DF, DM)
-    _combine(p, PK, NU * NU, d, DF, DK)
-    _combine(p, PS, NU * NQ, d, DF, DS)
+    """K at the features in ``d`` and ``H(q)`` (eq. 5.49) into ``d``."""
+    _combine(p, PK, TM, NU * NU, d, DF, DK)
+    _combine(p, PP, TP, NS * NT, d, DF, DPM)
     for i in range(N * R):
         d[DH + i] = 0.0
     for j in range(NM):
@@ -149,24 +195,32 @@ def _basis(p, d):
         for j in range(NM):
             mj = int(p[PMA + j])
             d[DG + i * NM + j] = -d[DK + ui * NU + int(p[PIN + mj - NQ])] if mj >= NQ else 0.0
-    cholesky_solve(d, DKSS, NS, DG, NM)
+    _envelope_solve(d, DKSS, NS, DKST, DG, NM, NQ)      # the q masters' columns are zero
     for i in range(NS):
         row = DH + int(p[PSL + i]) * R
-        for j in range(NM):
+        for j in range(NQ, NM):
             d[row + j] = d[DG + i * NM + j]
         for j in range(NT):
-            v = 0.0
-            for k in range(NF):
-                v += d[DF + k] * p[PP + k * NS * NT + i * NT + j]
-            d[row + NM + j] = v
+            d[row + NM + j] = d[DPM + i * NT + j]
+
+
+@njit_noalloc(cache=True)
+def flex_matrices(p, x, d):
+    """Eq. 6.3's matrices at the state ``x = (z, z')`` into ``d``: M, K, S, its rate Sd,
+    ``H(q)``, Mf and the Cholesky factor of ``M~ = H' Mf H``."""
+    _features(p, x, R, d)
+    _basis(p, d)
+    _combine(p, PM, TM, NU * NU, d, DF, DM)
+    _combine(p, PS, TS, NU * NQ, d, DF, DS)
+    _combine(p, PS, TS, NU * NQ, d, DFR, DSD)
+    _full_mass(p, d)
+    _reduced_mass(p, d)
 
 
 @njit_noalloc(cache=True)
 def flex_rate(p, x, torque, d, dx):
     """``dx = (z', z'')`` of eq. 6.3 for the state ``x = (z, z')`` (26 values)."""
-    _features(p, x, R, d)
-    _basis(p, d)
-    _combine(p, PS, NU * NQ, d, DFR, DSD)
+    flex_matrices(p, x, d)
     for i in range(N):
         a = 0.0
         b = 0.0
@@ -190,7 +244,8 @@ def flex_rate(p, x, torque, d, dx):
     alpha, beta = p[PA], p[PB]
     for i in range(NU):                       # t2 = M (Sd q') + alpha M u' + beta K u' - f
         v = 0.0
-        for k in range(NU):
+        for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
+            k = int(p[PMKC + e])
             v += d[DM + i * NU + k] * (d[DT1 + k] + alpha * d[DUD + k]) \
                 + beta * d[DK + i * NU + k] * d[DUD + k]
         d[DT2 + i] = v
@@ -204,11 +259,15 @@ def flex_rate(p, x, torque, d, dx):
     for i in range(NIN):
         ii = int(p[PIN + i])
         v = -d[DT2 + ii]
-        for k in range(NU):
+        for e in range(int(p[PMKR + ii]), int(p[PMKR + ii + 1])):
+            k = int(p[PMKC + e])
             v -= d[DK + ii * NU + k] * d[DU + k]
         d[DGV + NQ + i] = v
-    _full_mass(p, d)
-    _reduce_and_solve(p, x, d, dx)
+    basis_transpose_times(p, d, DGV, DRHS, 1)
+    cholesky_substitute(d, DMR, R, DRHS, 1)
+    for i in range(R):
+        dx[i] = x[R + i]
+        dx[R + i] = d[DRHS + i]
 
 
 @njit_noalloc(cache=True)
@@ -220,14 +279,16 @@ def _full_mass(p, d):
             for i in range(NU):
                 si = d[DS + i * NQ + a]
                 if si != 0.0:
-                    for k in range(NU):
+                    for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
+                        k = int(p[PMKC + e])
                         v += si * d[DM + i * NU + k] * d[DS + k * NQ + b]
             d[DMF + a * N + b] = v
     for i in range(NIN):
         ii = int(p[PIN + i])
         for b in range(NQ):
             v = 0.0
-            for k in range(NU):
+            for e in range(int(p[PMKR + ii]), int(p[PMKR + ii + 1])):
+                k = int(p[PMKC + e])
                 v += d[DM + ii * NU + k] * d[DS + k * NQ + b]
             d[DMF + (NQ + i) * N + b] = v
             d[DMF + b * N + NQ + i] = v
@@ -248,16 +309,41 @@ def product(d, ao, at, bo, co, rows, inner, cols):
             d[co + i * cols + j] = v
 
 
+@njit_noalloc(cache=True, inline="always")
+def basis_transpose_times(p, d, bo, co, cols):
+    """``C = H' B`` in ``d`` (``B`` N x cols, ``C`` R x cols, row-major).
+
+    Row by row of ``H`` over its entries that can be nonzero (a master row has its one, a slave
+    row the columns after ``q``): every entry of ``C`` adds the products of a dense product,
+    in its order, without the products with zeros, and the inner loop runs along rows.
+    """
+    for i in range(R * cols):
+        d[co + i] = 0.0
+    for k in range(N):
+        jm = int(p[PHM + k])
+        first, last = (jm, jm + 1) if jm >= 0 else (NQ, R)
+        for r in range(first, last):
+            h = d[DH + k * R + r]
+            for c in range(cols):
+                d[co + r * cols + c] += h * d[bo + k * cols + c]
+
+
 @njit_noalloc(cache=True)
-def _reduce_and_solve(p, x, d, dx):
-    """``H' Mf H z'' = H' g`` into ``dx`` (with ``z'`` first)."""
-    product(d, DMF, False, DH, DMH, N, N, R)
-    product(d, DH, True, DMH, DMR, R, N, R)
-    product(d, DH, True, DGV, DRHS, R, N, 1)
-    cholesky_solve(d, DMR, R, DRHS, 1)
-    for i in range(R):
-        dx[i] = x[R + i]
-        dx[R + i] = d[DRHS + i]
+def _reduced_mass(p, d):
+    """``M~ = H' Mf H`` into ``d``, overwritten by its Cholesky factor."""
+    for i in range(N):                        # Mf H, as basis_transpose_times runs H'
+        for j in range(R):
+            d[DMH + i * R + j] = 0.0
+        for k in range(N):
+            m = d[DMF + i * N + k]
+            jm = int(p[PHM + k])
+            if jm >= 0:
+                d[DMH + i * R + jm] += m * d[DH + k * R + jm]
+            else:
+                for j in range(NQ, R):
+                    d[DMH + i * R + j] += m * d[DH + k * R + j]
+    basis_transpose_times(p, d, DMH, DMR, R)
+    cholesky_factor(d, DMR, R)
 
 
 @njit_noalloc(cache=True)
@@ -265,6 +351,7 @@ def flex_gauges(p, x, d, gamma):
     """Curvatures ``gamma1, gamma2, gamma4`` (1/m) at the state ``x``."""
     _features(p, x, -1, d)
     _basis(p, d)
+    _combine(p, PG, TG, NG * NU, d, DF, DGM)
     for i in range(N):
         v = 0.0
         for j in range(R):
@@ -279,12 +366,47 @@ def flex_gauges(p, x, d, gamma):
 
 @njit_noalloc(cache=True)
 def gauge_weight(p, d, g, i):
-    """Curvature ``g`` per unit of the elastic dof ``u_in[i]`` at the features in ``d``."""
-    ii = int(p[PIN + i])
-    c = 0.0
-    for k in range(NF):
-        c += d[DF + k] * p[PG + k * NG * NU + g * NU + ii]
-    return c
+    """Curvature ``g`` per unit of the elastic dof ``u_in[i]`` as ``flex_gauges`` last left it."""
+    return d[DGM + g * NU + int(p[PIN + i])]
+
+
+def expansion_terms(coeffs: np.ndarray, cap: int) -> np.ndarray:
+    """The nonzero terms of an expansion ``(NF, ...)`` as :func:`_combine` reads them: their
+    count, then ``cap`` flat entry indices, ``cap`` features and ``cap`` coefficients, ordered
+    by entry, then feature (the order a dense sum over the features adds them in)."""
+    flat = np.asarray(coeffs, dtype=np.float64).reshape(len(coeffs), -1)
+    entry, feature = np.nonzero(flat.T)
+    if len(entry) > cap:
+        raise RuntimeError(f"FlexibleLink: an expansion has {len(entry)} nonzero terms, the "
+                           f"kernels have room for {cap}")
+    out = np.zeros(1 + 3 * cap)
+    out[0] = len(entry)
+    out[1:1 + len(entry)] = entry
+    out[1 + cap:1 + cap + len(entry)] = feature
+    out[1 + 2 * cap:1 + 2 * cap + len(entry)] = flat[feature, entry]
+    return out
+
+
+def _mass_stiffness_pattern(Mc: np.ndarray, Kc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row starts and columns (padded to ``TMK``) of the entries of M or K nonzero at some
+    configuration: the products with M and K run over these."""
+    nonzero = (Mc != 0).any(axis=0) | (Kc != 0).any(axis=0)
+    rows, cols = np.nonzero(nonzero)
+    if len(cols) > TMK:
+        raise RuntimeError(f"FlexibleLink: M and K have {len(cols)} entries, the kernels have "
+                           f"room for {TMK}")
+    return (np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]),
+            np.concatenate([cols, np.zeros(TMK - len(cols))]))
+
+
+def _basis_pattern(masters: np.ndarray, slaves: np.ndarray) -> np.ndarray:
+    """For each row of H(q), the column of its master's one, or -1 for a slave row (nonzero
+    after the q columns only: the Guyan part of q1..q3 is zero)."""
+    if list(masters[:NQ]) != list(range(NQ)):
+        raise RuntimeError("FlexibleLink: the kernels expect q1..q3 as the first masters")
+    out = -np.ones(N)
+    out[np.asarray(masters, dtype=int)] = np.arange(NM)
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -296,8 +418,11 @@ def _model_arrays() -> np.ndarray:
     mech = manipulator()
     red = reduce_erls(mech, MASTERS, Q_STAR, list(range(3, 9)), NT)
     model = expand(mech, [0, 2, 12], gauge_rows, red)
-    parts = [model.A, model.b, model.Mc, model.Kc, model.Sc, model.Gc, model.Pc, model.inner,
-             model.masters, model.slaves, model.torque_dofs]
+    parts = [model.A, model.b, expansion_terms(model.Mc, TM), expansion_terms(model.Kc, TM),
+             expansion_terms(model.Sc, TS), expansion_terms(model.Gc, TG),
+             expansion_terms(model.Pc, TP), model.inner, model.masters, model.slaves,
+             model.torque_dofs, *_mass_stiffness_pattern(model.Mc, model.Kc),
+             _basis_pattern(model.masters, model.slaves)]
     flat = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in parts])
     if flat.size + 2 != P_SIZE:
         raise RuntimeError(f"FlexibleLink: the model packs {flat.size + 2} values, the kernels "

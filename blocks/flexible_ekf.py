@@ -47,8 +47,9 @@ from hapflow.ports import In, Out
 from hapflow.rng import normal
 
 from .flexible import (D_SIZE, DH, DK, DM, DMR, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE, PA,
-                       PB, PIN, PTQ, R, cholesky_solve, cholesky_substitute, flex_gauges,
-                       flex_rate, gauge_weight, packed_model, product)
+                       PB, PIN, PMKC, PMKR, PTQ, R, basis_transpose_times, cholesky_solve,
+                       cholesky_substitute, flex_gauges, flex_matrices, gauge_weight, packed_model,
+                       product)
 
 W = 2 * R                  # states of the reduced model (26)
 NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
@@ -58,64 +59,62 @@ ENCODER_PARKER = 2.0 * math.pi / 4096 / math.sqrt(12.0)    # rad, 4096 ppr encod
 
 
 @njit_noalloc(cache=True)
-def _force_column(p, d, j, hu, v):
-    """Generalised force over ``(q, u_in)`` into ``d[v:]`` per unit of column ``j`` of
-    ``[z, z', torque]`` with the matrices of eq. 6.3 that ``flex_rate`` left in ``d``:
-    ``Kf h``, ``Cv h`` or ``L e_k`` (signs as in eq. 6.3's right-hand side)."""
-    for i in range(N):
-        d[v + i] = 0.0
-    if j >= W:                                   # torque k on its dof: L e_k = (S' e_k, 0)
-        td = int(p[PTQ + j - W])
-        for a in range(NQ):
-            d[v + a] = d[DS + td * NQ + a]
-        return
-    col = j % R
-    for i in range(NU):
-        d[hu + i] = 0.0
-    for i in range(NIN):
-        d[hu + int(p[PIN + i])] = d[DH + (NQ + i) * R + col]
-    if j < R:                                    # -Kf h: elastic rows only
-        for i in range(NIN):
-            ii = int(p[PIN + i])
-            s = 0.0
-            for k in range(NU):
-                s += d[DK + ii * NU + k] * d[hu + k]
-            d[v + NQ + i] = -s
-        return
-    alpha, beta = p[PA], p[PB]                   # -Cv h: t = M (Sd h_q + alpha h_u) + beta K h_u
-    s1, t = hu + NU, hu + 2 * NU
-    for k in range(NU):
-        s = alpha * d[hu + k]
-        for a in range(NQ):
-            s += d[DSD + k * NQ + a] * d[DH + a * R + col]
-        d[s1 + k] = s
-    for i in range(NU):
-        s = 0.0
-        for k in range(NU):
-            s += d[DM + i * NU + k] * d[s1 + k] + beta * d[DK + i * NU + k] * d[hu + k]
-        d[t + i] = s
-        for a in range(NQ):
-            d[v + a] -= d[DS + i * NQ + a] * s
-    for i in range(NIN):
-        d[v + NQ + i] = -d[t + int(p[PIN + i])]
+def state_matrix(p, d):
+    """``M~^-1 [-K~, -C~, L~]`` (R x NC, row-major at ``d[ab]``): the lower rows of eq. 6.3's
+    state and input matrices at the state ``flex_rate`` was last called with (its matrices and
+    the Cholesky factor of ``M~`` are in ``d``).
 
-
-@njit_noalloc(cache=True)
-def state_matrix(p, d, ab, hu, v):
-    """``M~^-1 [-K~, -C~, L~]`` (R x NC, row-major at ``ab``): the lower rows of eq. 6.3's
-    state and input matrices at the state ``flex_rate`` was last called with.
-
-    ``hu`` is scratch of ``3 NU`` values and ``v`` of ``N``; ``flex_rate`` left the
-    Cholesky factor of ``M~`` in ``d``.
+    Column ``j`` of ``[z, z', torque]`` gives the generalised force over ``(q, u_in)``
+    (signs as in eq. 6.3's right-hand side, into ``d[forces]``, N x NC): ``-Kf h``, ``-Cv h``
+    with ``Cv h = (S' t, t_in)``, ``t = M (Sd h_q + alpha h_u) + beta K h_u``, or ``L e_k``;
+    then ``H'`` and ``M~^-1``.  All columns at once, row by row over the entries of M and K
+    that can be nonzero: each entry adds the same products in the same order as one column
+    at a time would.
     """
-    for j in range(NC):
-        _force_column(p, d, j, hu, v)
-        for r in range(R):
-            s = 0.0
-            for i in range(N):
-                s += d[DH + i * R + r] * d[v + i]
-            d[ab + r * NC + j] = s
-    cholesky_substitute(d, DMR, R, ab, NC)
+    alpha, beta = p[PA], p[PB]
+    for i in range(NU * R):                      # hu = H's elastic rows spread over u
+        d[O_HU + i] = 0.0
+    for i in range(NIN):
+        ii = int(p[PIN + i])
+        for c in range(R):
+            d[O_HU + ii * R + c] = d[DH + (NQ + i) * R + c]
+    for k in range(NU):                          # s1 = Sd h_q + alpha h_u
+        for c in range(R):
+            s = alpha * d[O_HU + k * R + c]
+            for a in range(NQ):
+                s += d[DSD + k * NQ + a] * d[DH + a * R + c]
+            d[O_S1 + k * R + c] = s
+    for i in range(N * NC):
+        d[O_FORCES + i] = 0.0
+    for i in range(NU):                          # t = M s1 + beta K hu
+        for c in range(R):
+            d[O_T + i * R + c] = 0.0
+        for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
+            k = int(p[PMKC + e])
+            m, kb = d[DM + i * NU + k], beta * d[DK + i * NU + k]
+            for c in range(R):
+                d[O_T + i * R + c] += m * d[O_S1 + k * R + c] + kb * d[O_HU + k * R + c]
+        for a in range(NQ):                      # q rows of -Cv h: -S' t
+            sa = d[DS + i * NQ + a]
+            for c in range(R):
+                d[O_FORCES + a * NC + R + c] -= sa * d[O_T + i * R + c]
+    for i in range(NIN):
+        ii = int(p[PIN + i])
+        row = O_FORCES + (NQ + i) * NC
+        for e in range(int(p[PMKR + ii]), int(p[PMKR + ii + 1])):    # Kf h, negated below
+            k = int(p[PMKC + e])
+            kv = d[DK + ii * NU + k]
+            for c in range(R):
+                d[row + c] += kv * d[O_HU + k * R + c]
+        for c in range(R):
+            d[row + c] = -d[row + c]
+            d[row + R + c] = -d[O_T + ii * R + c]
+    for k in range(NTQ):                         # torque k on its dof: L e_k = (S' e_k, 0)
+        td = int(p[PTQ + k])
+        for a in range(NQ):
+            d[O_FORCES + a * NC + W + k] = d[DS + td * NQ + a]
+    basis_transpose_times(p, d, O_FORCES, O_AB, NC)
+    cholesky_substitute(d, DMR, R, O_AB, NC)
 
 
 @njit_noalloc(cache=True)
@@ -137,11 +136,16 @@ def _horner_step(d, ab, xo, to, c):
 @njit_noalloc(cache=True)
 def transition(d, ab, phi, tmp, dt):
     """``Phi = I + A dt + (A dt)^2/2 + (A dt)^3/6 + (A dt)^4/24`` (RK4's transition) at ``phi``."""
+    c = dt / 4.0                                 # the first step, I + c A I, needs no product
     for i in range(W * W):
         d[phi + i] = 0.0
+    for i in range(R):
+        d[phi + i * W + R + i] = c
+        for j in range(W):
+            d[phi + (R + i) * W + j] = c * d[ab + i * NC + j]
     for i in range(W):
-        d[phi + i * W + i] = 1.0
-    for c in (dt / 4.0, dt / 3.0, dt / 2.0, dt):
+        d[phi + i * W + i] += 1.0
+    for c in (dt / 3.0, dt / 2.0, dt):
         _horner_step(d, ab, phi, tmp, c)
         for i in range(W * W):
             d[phi + i] = d[tmp + i]
@@ -232,7 +236,7 @@ class FlexibleLinkEKF(Block):
                "model": Derived(lambda b: packed_model(b.alpha, b.beta), size=P_SIZE,
                                 doc="the reduced model (blocks/flexible.py)")}
     dstate = {"flex": D_SIZE, "w": W, "P": W * W, "phi": W * W, "tmp": W * W, "ab": R * NC,
-              "hu": 3 * NU, "v": N, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
+              "hu": NU * R, "s1": NU * R, "t": NU * R, "v": N, "forces": N * NC, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
               "y": NY, "var": NTQ, "k": W, "stage": 2 * W, "torque": NTQ}
 
     def initial_state(self):
@@ -337,8 +341,8 @@ def predict(p, model, d):
     its matrices taken at the step's start (table 6.1's prediction), ``w <- Phi w + Gamma u``."""
     dt = p[EKF.dt]
     w, tq = d[O_W:O_W + W], d[O_TORQUE:O_TORQUE + NTQ]
-    flex_rate(model, w, tq, d, d[O_K:O_K + W])
-    state_matrix(model, d, O_AB, O_HU, O_V)
+    flex_matrices(model, w, d)
+    state_matrix(model, d)
     transition(d, O_AB, O_PHI, O_TMP, dt)
     for i in range(W):                               # b = (0, M~^-1 L~ u)
         d[O_K + i] = 0.0
@@ -409,7 +413,8 @@ EKF, EKF_D = FlexibleLinkEKF.P, FlexibleLinkEKF.D
 METER, METER_D = TorqueMeter.P, TorqueMeter.D
 # the EKF kernels' offsets in d as plain ints: numba folds an int global into the code
 # (constant loop bounds and addresses, vectorised), not a namedtuple's attribute
-(O_P, O_S, O_AB, O_HM, O_HU, O_K, O_KT, O_PHI, O_PHT, O_STAGE, O_TMP, O_TORQUE, O_V,
- O_VAR, O_W, O_Y) = (EKF_D.P, EKF_D.S, EKF_D.ab, EKF_D.hm, EKF_D.hu, EKF_D.k, EKF_D.kt,
-                     EKF_D.phi, EKF_D.pht, EKF_D.stage, EKF_D.tmp, EKF_D.torque, EKF_D.v,
-                     EKF_D.var, EKF_D.w, EKF_D.y)
+(O_P, O_S, O_AB, O_FORCES, O_HM, O_HU, O_K, O_KT, O_PHI, O_PHT, O_S1, O_STAGE, O_T, O_TMP,
+ O_TORQUE, O_V, O_VAR, O_W, O_Y) = (EKF_D.P, EKF_D.S, EKF_D.ab, EKF_D.forces, EKF_D.hm,
+                                    EKF_D.hu, EKF_D.k, EKF_D.kt, EKF_D.phi, EKF_D.pht, EKF_D.s1,
+                                    EKF_D.stage, EKF_D.t, EKF_D.tmp, EKF_D.torque, EKF_D.v,
+                                    EKF_D.var, EKF_D.w, EKF_D.y)

@@ -35,7 +35,7 @@ def _linearised(seed, q_rate_std):
     d, rate = np.zeros(block.dstate), np.zeros(W)
     flex_rate(model, w, torque, d, rate)
     D = block.D
-    state_matrix(model, d, D.ab, D.hu, D.v)
+    state_matrix(model, d)
     return model, w, torque, rate, d[D.ab:D.ab + R * NC].reshape(R, NC)
 
 

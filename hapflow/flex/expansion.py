@@ -24,6 +24,8 @@ import numpy as np
 
 from .erls import Mechanism
 
+ROUND_OFF = 1e-12    # coefficients below this fraction of the largest are least-squares round-off
+
 
 def n_features(n_links: int) -> int:
     """Number of features of a mechanism with ``n_links`` links."""
@@ -73,6 +75,10 @@ def fit(mech: Mechanism, fn: Callable[[np.ndarray], np.ndarray], samples: int = 
     values = np.array([fn(q) for q in qs])
     coeffs, *_ = np.linalg.lstsq(F, values.reshape(len(qs), -1), rcond=None)
     coeffs = coeffs.reshape((nf,) + values.shape[1:])
+    # the exact expansion is sparse (a matrix entry depends on the links it couples only); least
+    # squares leaves round-off (here 1e-17 of the largest) where it has zeros: make them zeros,
+    # which kernels then skip
+    coeffs[np.abs(coeffs) <= ROUND_OFF * np.abs(coeffs).max()] = 0.0
     q = rng.uniform(-np.pi, np.pi, size=mech.nq)
     f = features(mech.angles(q))
     exact = fn(q)
