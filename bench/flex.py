@@ -21,11 +21,12 @@ Prints, for the reconstructions documented in hapflow/flex/manipulator.py and ho
 * the EKF of chapter 6 (FlexibleLinkEKF, 26 states): CPU per step and per part
   (median of 5 runs, beside one model derivative measured in the same run;
   the issue's goal is 20 us), the multiply-adds per step counted from the
-  kernels' loop bounds, and graphs/flexible_link_ekf.yaml's 3 s: estimation
+  kernels' loop bounds and the model's sparsity, and graphs/flexible_link_ekf.yaml's 3 s: estimation
   error and the spectral peaks of the estimated elastic displacements beside
   the truth's (thesis fig. 6.13).
 
-Usage: ``python bench/flex.py``.  A benchmark, not a test: exits 0.
+Usage: ``python bench/flex.py [--ekf]`` (``--ekf``: the EKF section only).  A benchmark, not
+a test: exits 0.
 """
 from __future__ import annotations
 
@@ -235,26 +236,28 @@ def median_us(fn, steps: int = 200, runs: int = 5) -> float:
     return float(np.median(times))
 
 
-def ekf_operations() -> dict[str, int]:
-    """Multiply-adds of one EKF step, from the loop bounds of the kernels it runs."""
-    from hapflow.blocks.flexible import N, NF, NG, NIN, NM, NQ, NS, NT, NU, R
+def ekf_operations(p: np.ndarray) -> dict[str, int]:
+    """Multiply-adds of one EKF step, from the loop bounds of the kernels it runs and the
+    sparsity of the packed model ``p`` (the Guyan envelope Cholesky counted as dense)."""
+    from hapflow.blocks.flexible import (NG, NIN, NM, NQ, NS, NT, NU, PG, PK, PM, PMKR, PP, PS,
+                                         R, N)
     from hapflow.blocks.flexible_ekf import NC, NTQ, NY, W
-    matrices = 2 * NF * NU * NU + NF * NU * NQ                     # M, K, S from the expansion
-    guyan = NS * (NS * NS - 1) // 6 + NM * NS * NS + NS * NT * NF  # factor, solve, rotated modes
-    rate = (matrices + NF * NU * NQ + guyan + 2 * N * R + NU * NQ + 2 * NU * NU + NQ * NU
-            + NIN * NU + NQ * NQ * NU * NU + NIN * NQ * NU                 # g, Mf
-            + N * N * R + R * N * R + R * N + R * (R * R - 1) // 6 + R * R)
-    gauges = matrices + guyan + N * R + NG * NIN * NF
-    columns = R * (NIN * NU + R * N) + R * (2 * NU * NQ + 2 * NU * NU + R * N) + NTQ * R * N
-    return {"model matrices at w (a derivative)": rate,
-            "state matrix M~^-1 [K~ C~ L~]": columns + R * R * NC,
-            "transition Phi (RK4 polynomial)": 4 * R * W * W,
+    tm, tk, ts, tg, tp = (int(p[o]) for o in (PM, PK, PS, PG, PP))
+    mk = int(p[PMKR + NU])                       # entries of M and K's pattern
+    h = NM + NS * (R - NQ)                       # entries of H that can be nonzero
+    guyan = NS * (NS * NS - 1) // 6 + (NM - NQ) * NS * NS
+    basis = tk + tp + guyan
+    matrices = (basis + tm + 2 * ts + NQ * NQ * mk + NQ * mk + N * h + h * R
+                + R * (R * R - 1) // 6)
+    return {"model matrices M K S H M~ at w": matrices,
+            "state matrix M~^-1 [K~ C~ L~]": NU * R * NQ + 3 * mk * R + NU * NQ * R
+                                             + h * NC + R * R * NC,
+            "transition Phi (RK4 polynomial)": 3 * R * W * W + R * W,
             "Phi w + Gamma u": W * W + 3 * R * W + R * NTQ,
             "covariance Phi P Phi' + Q": W ** 3 + W * (W + 1) // 2 * (W + 3 * NTQ),
-            "correction (gauges, gain, P)": gauges + NG * NIN * R + W * W * NY + NY * NY * W
-                                            + NY ** 3 // 6 + NY * NY * W + W * NY
+            "correction (gauges, gain, P)": basis + tg + NG * NIN * R + W * W * NY
+                                            + NY * NY * W + NY ** 3 // 6 + NY * NY * W + W * NY
                                             + W * (W + 1) // 2 * NY}
-
 
 
 def ekf_table() -> None:
@@ -262,9 +265,9 @@ def ekf_table() -> None:
 
     import hapflow
     from hapflow.blocks.flexible import D_SIZE, flex_rate, packed_model
-    from hapflow.blocks.flexible_ekf import (O_AB, O_FORCES, O_HU, O_PHI, O_P, O_TMP, O_V, O_VAR,
-                                             FlexibleLinkEKF, correct, ekf_step, predict,
-                                             propagate, state_matrix, transition)
+    from hapflow.blocks.flexible_ekf import (O_AB, O_PHI, O_P, O_TMP, O_VAR, FlexibleLinkEKF,
+                                             correct, ekf_step, predict, propagate, state_matrix,
+                                             transition)
     block = FlexibleLinkEKF()
     block.sample_time = 1e-4
     p, d = block.pack(), block.initial_state()[1]
@@ -307,7 +310,7 @@ def ekf_table() -> None:
     row(step, rate, step / rate, "<= 20")
     row("correction", "prediction", "of which A", "Phi and P")
     row(*part)
-    ops = ekf_operations()
+    ops = ekf_operations(model)
     print("\nMultiply-adds per EKF step (loop bounds of the kernels)")
     for name, count in ops.items():
         print(f"{name:>34} {count:>9,}")
@@ -335,6 +338,10 @@ def ekf_table() -> None:
 
 
 def main() -> None:
+    import sys
+    if sys.argv[1:] == ["--ekf"]:
+        ekf_table()
+        return
     manipulator_table()
     horn_tables()
     updating_table()

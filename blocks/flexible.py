@@ -134,7 +134,7 @@ def cholesky_substitute(d, ao, n, bo, ncols):
 
 
 @njit_noalloc(cache=True)
-def _envelope_solve(d, ao, n, st, bo, ncols, first):
+def envelope_solve(d, ao, n, st, bo, ncols, first):
     """``cholesky_solve`` for a sparse ``A`` (the Guyan ``Kss``), columns ``first..ncols-1`` of
     ``B`` only: the factor is zero left of each row's first nonzero (``d[st:st+n]`` receives
     those columns), so the products skipped here are products with zeros."""
@@ -195,7 +195,7 @@ def _basis(p, d):
         for j in range(NM):
             mj = int(p[PMA + j])
             d[DG + i * NM + j] = -d[DK + ui * NU + int(p[PIN + mj - NQ])] if mj >= NQ else 0.0
-    _envelope_solve(d, DKSS, NS, DKST, DG, NM, NQ)      # the q masters' columns are zero
+    envelope_solve(d, DKSS, NS, DKST, DG, NM, NQ)      # the q masters' columns are zero
     for i in range(NS):
         row = DH + int(p[PSL + i]) * R
         for j in range(NQ, NM):
@@ -229,6 +229,37 @@ def flex_rate(p, x, torque, d, dx):
             a += h * x[j]
             b += h * x[R + j]
         d[DX + i], d[DXD + i] = a, b
+    _generalised_force(p, d, torque)
+    basis_transpose_times(p, d, DGV, DRHS, 1)
+    cholesky_substitute(d, DMR, R, DRHS, 1)
+    for i in range(R):
+        dx[i] = x[R + i]
+        dx[R + i] = d[DRHS + i]
+
+
+@njit_noalloc(cache=True)
+def full_rate(p, x, torque, d, dx):
+    """``dx = (x', x'')`` of the full model (eq. 4.23, all 30 dofs) for ``x = (q, u_in)`` and
+    its rate (60 values): the matrices of ``flex_matrices`` without the reduction."""
+    _features(p, x, N, d)
+    _combine(p, PM, TM, NU * NU, d, DF, DM)
+    _combine(p, PK, TM, NU * NU, d, DF, DK)
+    _combine(p, PS, TS, NU * NQ, d, DF, DS)
+    _combine(p, PS, TS, NU * NQ, d, DFR, DSD)
+    for i in range(N):
+        d[DX + i], d[DXD + i] = x[i], x[N + i]
+    _generalised_force(p, d, torque)
+    _full_mass(p, d)
+    cholesky_solve(d, DMF, N, DGV, 1)
+    for i in range(N):
+        dx[i] = x[N + i]
+        dx[N + i] = d[DGV + i]
+
+
+@njit_noalloc(cache=True)
+def _generalised_force(p, d, torque):
+    """``g`` of eq. 6.3's right-hand side over ``(q, u_in)`` at ``x``, ``x'`` in ``d``:
+    ``L f - Kf x - Cv x'`` with the matrices in ``d``."""
     for i in range(NU):
         d[DU + i] = 0.0
         d[DUD + i] = 0.0
@@ -263,11 +294,6 @@ def flex_rate(p, x, torque, d, dx):
             k = int(p[PMKC + e])
             v -= d[DK + ii * NU + k] * d[DU + k]
         d[DGV + NQ + i] = v
-    basis_transpose_times(p, d, DGV, DRHS, 1)
-    cholesky_substitute(d, DMR, R, DRHS, 1)
-    for i in range(R):
-        dx[i] = x[R + i]
-        dx[R + i] = d[DRHS + i]
 
 
 @njit_noalloc(cache=True)
@@ -357,6 +383,22 @@ def flex_gauges(p, x, d, gamma):
         for j in range(R):
             v += d[DH + i * R + j] * x[j]
         d[DX + i] = v
+    _curvatures(p, d, gamma)
+
+
+@njit_noalloc(cache=True)
+def full_gauges(p, x, d, gamma):
+    """Curvatures ``gamma1, gamma2, gamma4`` (1/m) of the full model at ``x = (q, u_in, ...)``."""
+    _features(p, x, -1, d)
+    _combine(p, PG, TG, NG * NU, d, DF, DGM)
+    for i in range(N):
+        d[DX + i] = x[i]
+    _curvatures(p, d, gamma)
+
+
+@njit_noalloc(cache=True)
+def _curvatures(p, d, gamma):
+    """``gamma`` from the elastic coordinates ``x[NQ:]`` in ``d`` and the gauge rows there."""
     for g in range(NG):
         v = 0.0
         for i in range(NIN):
@@ -491,3 +533,58 @@ class FlexibleLink(Block):
         for i in range(6):
             elastic[i] = x[NQ + i]
         flex_gauges(p, x, d, gamma)
+
+
+ELASTIC = (3, 4, 13, 14, 24, 25)     # x4 y5 x14 y15 x25 x26 in x = (q, u_in): chapter 6's masters
+
+
+class FlexibleLinkFull(Block):
+    """Seed 004's flexible 3-dof manipulator with all 30 dofs (eq. 4.23): chapter 6's truth.
+
+    The ERLS model of :mod:`hapflow.flex.manipulator` without the reduction -- the
+    plant the thesis judges its reduced-model EKF
+    (:class:`~hapflow.blocks.flexible_ekf.FlexibleLinkEKF`) against.  Same ports,
+    damping and starting state (at rest at ``q*``) as :class:`FlexibleLink`, so
+    a graph swaps one for the other.  State: ``x = (q1 q2 q3, u_in)`` (27 elastic
+    coordinates) and ``x'``, 60 values.  Its stiffest modes need RK4 steps of
+    0.05 ms (graph rate 20 kHz) where the reduced model's 1.3 kHz mode allows 0.1 ms.
+
+    Ports
+    -----
+    t1, t2, t3 : in, (1,), N*m          motor torques on links 1, 2 and 5
+    q          : out, (3,), rad         ERLS coordinates (state only)
+    gamma      : out, (3,), 1/m         curvatures at the middle of links 1, 2 and 4 (state only)
+    elastic    : out, (6,), m           elastic displacements x4 y5 x14 y15 x25 x26 (state only)
+    """
+
+    inputs = FlexibleLink.inputs
+    outputs = FlexibleLink.outputs
+    params = FlexibleLink.params
+    cstate = 2 * N
+    dstate = D_SIZE
+
+    def pack(self) -> np.ndarray:
+        return packed_model(self.alpha, self.beta)
+
+    def initial_state(self):
+        from hapflow.flex.manipulator import Q_STAR
+        x, d, m = super().initial_state()
+        x[:NQ] = Q_STAR
+        return x, d, m
+
+    @staticmethod
+    @njit
+    def deriv(t, x, d, m, p, t1, t2, t3, dx):
+        d[D_SIZE - 3] = t1[0]
+        d[D_SIZE - 2] = t2[0]
+        d[D_SIZE - 1] = t3[0]
+        full_rate(p, x, d[D_SIZE - 3:], d, dx)
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, t1, t2, t3, q, gamma, elastic):
+        for i in range(NQ):
+            q[i] = x[i]
+        for i in range(6):
+            elastic[i] = x[ELASTIC[i]]
+        full_gauges(p, x, d, gamma)

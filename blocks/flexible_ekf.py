@@ -5,7 +5,7 @@ that feed it.
 13-dof configuration-dependent model of :mod:`hapflow.blocks.flexible` from
 the measured motor torques (inputs of the model), the joint angles
 ``q1 q2 q3`` and the curvatures ``gamma1 gamma2 gamma4`` (eq. 6.6).  It
-uses the model's own kernels (:func:`~hapflow.blocks.flexible.flex_rate`,
+uses the model's own kernels (:func:`~hapflow.blocks.flexible.flex_matrices`,
 :func:`~hapflow.blocks.flexible.flex_gauges`), no second copy:
 
 - prediction: classical RK4 of eq. 6.3 over one sample (the thesis: RK4 at
@@ -61,7 +61,7 @@ ENCODER_PARKER = 2.0 * math.pi / 4096 / math.sqrt(12.0)    # rad, 4096 ppr encod
 @njit_noalloc(cache=True)
 def state_matrix(p, d):
     """``M~^-1 [-K~, -C~, L~]`` (R x NC, row-major at ``d[ab]``): the lower rows of eq. 6.3's
-    state and input matrices at the state ``flex_rate`` was last called with (its matrices and
+    state and input matrices at the state ``flex_matrices`` was last called with (its matrices and
     the Cholesky factor of ``M~`` are in ``d``).
 
     Column ``j`` of ``[z, z', torque]`` gives the generalised force over ``(q, u_in)``

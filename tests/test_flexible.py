@@ -2,9 +2,11 @@
 hapflow.flex.state_space, and the block running in a graph."""
 import numpy as np
 import pytest
+import scipy.linalg
 
 import hapflow
-from hapflow.blocks.flexible import D_SIZE, FlexibleLink, flex_gauges, flex_rate
+from hapflow.blocks.flexible import (D_SIZE, FlexibleLink, FlexibleLinkFull, envelope_solve,
+                                     flex_gauges, flex_rate, full_gauges, full_rate)
 from hapflow.blocks.sources import Sine
 from hapflow.flex.erls_reduction import reduce_erls
 from hapflow.flex.manipulator import MASTERS, Q_STAR, gauge_rows, manipulator
@@ -55,3 +57,38 @@ def test_block_in_a_graph_follows_the_model_under_the_thesis_torques(reference):
     assert np.abs(q - w[:len(q), :3]).max(axis=0) == pytest.approx(0, abs=0.01 * moved.max())
     assert np.abs(elastic - w[:len(q), 3:9]).max() < 0.02 * np.ptp(w[:, 3:9])
     assert np.ptp(run["arm.gamma"]) > 0
+
+
+def test_envelope_cholesky_solves_like_scipy():
+    # the Guyan solve skips the zeros left of each row's first nonzero (they stay zero in the
+    # factor) and the columns before `first`: a random SPD matrix with such an envelope
+    rng = np.random.default_rng(5)
+    n, ncols, first = 12, 5, 2
+    L = np.zeros((n, n))
+    for i in range(n):
+        start = rng.integers(0, i + 1)
+        L[i, start:i] = rng.standard_normal(i - start)
+        L[i, i] = 1.0 + rng.uniform()
+    A, B = L @ L.T, rng.standard_normal((n, ncols))
+    d = np.concatenate([A.ravel(), np.zeros(n), B.ravel()])
+    envelope_solve(d, 0, n, n * n, n * n + n, ncols, first)
+    X = d[n * n + n:].reshape(n, ncols)
+    assert X[:, first:] == pytest.approx(scipy.linalg.solve(A, B[:, first:], assume_a="pos"),
+                                         rel=1e-10, abs=1e-10)
+    assert np.array_equal(X[:, :first], B[:, :first])
+
+
+def test_full_model_kernels_equal_the_numpy_full_model():
+    # FlexibleLinkFull (chapter 6's truth): all 30 dofs, no reduction
+    full = expand(manipulator(alpha=1.0, beta=2e-6), [0, 2, 12], gauge_rows)
+    p = FlexibleLinkFull().pack()
+    rng = np.random.default_rng(4)
+    w = np.concatenate([Q_STAR + rng.uniform(-0.3, 0.3, 3), 1e-4 * rng.standard_normal(27),
+                        rng.standard_normal(3), 1e-2 * rng.standard_normal(27)])
+    torque = np.array([1.0, -3.0, 0.2])
+    d, dx, gamma = np.zeros(D_SIZE), np.zeros(60), np.zeros(3)
+    full_rate(p, w, torque, d, dx)
+    expected = full.rate(w, torque)
+    assert dx == pytest.approx(expected, abs=1e-10 * np.abs(expected).max())
+    full_gauges(p, w, d, gamma)
+    assert gamma == pytest.approx(full.gauges(w), rel=1e-10)

@@ -42,6 +42,22 @@ assumption, and why:
    anchor point and the equilibrium configuration, neither of which the
    text gives, so it is not built; table 4.8 and table 5.5 differ by at
    most 3.5 % (mode 1), which bounds what that omission changes.
+6. **What the remaining gap depends on** (modes 1 and 3: 12.95 and 61.8 Hz
+   against table 5.5's 14.2 and 67.0; re-read against the text and tables,
+   no stated datum closes it).  Mode 1 is the bending of link CE carrying
+   node 12's 1.537 kg at E: removing that mass gives 21.1 Hz, doubling CE's
+   modulus 18.3 Hz, and nothing else moves it by more than 1 Hz -- not the
+   configuration (12.8-13.4 Hz over the workspace), not table 4.1's masses
+   against 2700 kg/m^3 solid rods (12.89 Hz), not the interior nodes: what
+   sets it (CE's section, E's mass) is stated.  Mode 3 is AD bending
+   with the springs' 0.4 kg at node 4: its position along AD (not given)
+   moves it -- 65.1 / 61.8 / 67.1 Hz at 1/4, 1/2, 3/4 of AD (mode 6:
+   199.0 / 174.2 / 167.9 Hz, table 170.0) -- and so does the springs' mass
+   (without it 70.4 Hz; a spring anchored at one end moves with a third of
+   its mass, the text lumps all of it).  Choosing 3/4 would match table 5.5
+   but is a fit of a free parameter to the target, which the reconstruction
+   does not do: node 4 stays at the middle, where the thesis puts link 2's
+   strain gauge (section 4.2: "at half their length").
 """
 from __future__ import annotations
 
