@@ -91,8 +91,16 @@ def _combine(p, so, cap, size, d, fo, do):
     their count, then ``cap`` entries, features and coefficients (see :func:`expansion_terms`)."""
     for i in range(size):
         d[do + i] = 0.0
+    entry, v = -1, 0.0                  # terms come entry by entry: sum each in a register
     for t in range(int(p[so])):
-        d[do + int(p[so + 1 + t])] += d[fo + int(p[so + 1 + cap + t])] * p[so + 1 + 2 * cap + t]
+        e = int(p[so + 1 + t])
+        if e != entry:
+            if entry >= 0:
+                d[do + entry] = v
+            entry, v = e, 0.0
+        v += d[fo + int(p[so + 1 + cap + t])] * p[so + 1 + 2 * cap + t]
+    if entry >= 0:
+        d[do + entry] = v
 
 
 @njit_noalloc(cache=True)
@@ -322,26 +330,14 @@ def _full_mass(p, d):
             d[DMF + (NQ + i) * N + NQ + j] = d[DM + ii * NU + int(p[PIN + j])]
 
 
-@njit_noalloc(cache=True)
-def product(d, ao, at, bo, co, rows, inner, cols):
-    """``C = op(A) B`` in ``d``, row-major: ``A`` is rows x inner (inner x rows if ``at``:
-    transposed), ``B`` inner x cols, ``C`` rows x cols."""
-    for i in range(rows):
-        for j in range(cols):
-            v = 0.0
-            for k in range(inner):
-                a = d[ao + k * rows + i] if at else d[ao + i * inner + k]
-                v += a * d[bo + k * cols + j]
-            d[co + i * cols + j] = v
-
-
 @njit_noalloc(cache=True, inline="always")
-def basis_transpose_times(p, d, bo, co, cols):
+def basis_transpose_times(p, d, bo, co, cols, lower=False):
     """``C = H' B`` in ``d`` (``B`` N x cols, ``C`` R x cols, row-major).
 
     Row by row of ``H`` over its entries that can be nonzero (a master row has its one, a slave
     row the columns after ``q``): every entry of ``C`` adds the products of a dense product,
     in its order, without the products with zeros, and the inner loop runs along rows.
+    ``lower``: only ``C``'s lower triangle (``cols == R``, a symmetric ``C``).
     """
     for i in range(R * cols):
         d[co + i] = 0.0
@@ -350,7 +346,7 @@ def basis_transpose_times(p, d, bo, co, cols):
         first, last = (jm, jm + 1) if jm >= 0 else (NQ, R)
         for r in range(first, last):
             h = d[DH + k * R + r]
-            for c in range(cols):
+            for c in range(r + 1 if lower else cols):
                 d[co + r * cols + c] += h * d[bo + k * cols + c]
 
 
@@ -362,13 +358,15 @@ def _reduced_mass(p, d):
             d[DMH + i * R + j] = 0.0
         for k in range(N):
             m = d[DMF + i * N + k]
+            if m == 0.0:                      # Mf's elastic block is M's, sparse
+                continue
             jm = int(p[PHM + k])
             if jm >= 0:
                 d[DMH + i * R + jm] += m * d[DH + k * R + jm]
             else:
                 for j in range(NQ, R):
                     d[DMH + i * R + j] += m * d[DH + k * R + j]
-    basis_transpose_times(p, d, DMH, DMR, R)
+    basis_transpose_times(p, d, DMH, DMR, R, True)     # the factor reads the lower triangle
     cholesky_factor(d, DMR, R)
 
 

@@ -48,8 +48,7 @@ from hapflow.rng import normal
 
 from .flexible import (D_SIZE, DH, DK, DM, DMR, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE, PA,
                        PB, PIN, PMKC, PMKR, PTQ, R, basis_transpose_times, cholesky_solve,
-                       cholesky_substitute, flex_gauges, flex_matrices, gauge_weight, packed_model,
-                       product)
+                       cholesky_substitute, flex_gauges, flex_matrices, gauge_weight, packed_model)
 
 W = 2 * R                  # states of the reduced model (26)
 NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
@@ -279,6 +278,18 @@ def ekf_step(p, d):
 
 
 @njit_noalloc(cache=True)
+def _measurement_times(d, bo, co, cols):
+    """``C = Hm B`` (``B`` W x cols at ``bo``, ``C`` NY x cols at ``co``) over ``Hm``'s first R
+    columns: angles and curvatures depend on ``z``, not on ``z'``."""
+    for i in range(NY):
+        for j in range(cols):
+            v = 0.0
+            for k in range(R):
+                v += d[O_HM + i * W + k] * d[bo + k * cols + j]
+            d[co + i * cols + j] = v
+
+
+@njit_noalloc(cache=True)
 def correct(p, model, d):
     """Kalman update of ``d[w]``, ``d[P]`` with the measurements ``d[y]``."""
     w = d[O_W:O_W + W]
@@ -289,11 +300,11 @@ def correct(p, model, d):
         e[a] = d[O_Y + a] - w[a]
     for g in range(NG):
         e[NQ + g] = d[O_Y + NQ + g] - e[NQ + g]
-    product(d, O_HM, False, O_P, O_KT, NY, W, W)    # Hm P (P symmetric: (P Hm')')
+    _measurement_times(d, O_P, O_KT, W)             # Hm P (P symmetric: (P Hm')')
     for i in range(W):
         for a in range(NY):
             d[O_PHT + i * NY + a] = d[O_KT + a * W + i]
-    product(d, O_HM, False, O_PHT, O_S, NY, W, NY)
+    _measurement_times(d, O_PHT, O_S, NY)
     d[O_S] += p[EKF.q12_std] ** 2
     d[O_S + NY + 1] += p[EKF.q12_std] ** 2
     d[O_S + 2 * NY + 2] += p[EKF.q3_std] ** 2
