@@ -43,7 +43,7 @@ def main() -> None:
         if kw is None:
             motion.vel, motion.acc = d["v"][:k], d["a"][:k]
         model = identify(motion, "poly")
-        c = model.diagnostics["coefficients"]
+        c = model.polynomial
         errors = [100 * (c[p] / truth[t] - 1) for p, t in (("m", "m"), ("b0", "b"), ("k1", "k1"),
                                                           ("k3", "k3"))]
         method = "truth" if kw is None else motion.settings["velocity"]

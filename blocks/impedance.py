@@ -1,11 +1,16 @@
-"""Identified impedance models rendered as an impedance (PiecewiseImpedance) or an
-admittance (Admittance).
+"""Impedance models rendered as an impedance (motion in, force out) or an admittance
+(force in, motion out).
 
-Both evaluate the model with the kernels of :mod:`hapflow.blocks.impedance_model`
-(:func:`~hapflow.blocks.impedance_model.impedance_force`,
-:func:`~hapflow.blocks.impedance_model.admittance_accel`), which the offline
-pipeline (:mod:`hapflow.ident`) uses too, so a simulated render equals the
-offline result.
+``PiecewiseImpedance`` and ``Admittance`` render a model on knots,
+``PolynomialImpedance`` and ``PolynomialAdmittance`` a global polynomial model from its
+coefficients.  They evaluate the kernels of :mod:`hapflow.blocks.impedance_model`,
+which the offline pipeline (:mod:`hapflow.ident`) uses too, so a simulated render
+equals the offline result.
+
+An impedance block declares its mass by ``nonpositive_mass()`` (why it cannot be
+driven by force, or None) and ``MASS`` (the parameter that sets it); its admittance
+is ``class XAdmittance(RendersAdmittance, XImpedance)`` with the two kernels that
+integrate ``acc = (force - F(pos, vel, 0)) / m`` with the engine's solver.
 """
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from hapflow.params import Live, Structural, nonnegative
 from hapflow.ports import In, Out
 
 from . import impedance_model as _model
-from .impedance_model import admittance_accel, impedance_force, nonpositive_mass
+from .impedance_model import (admittance_accel, impedance_force, nonpositive_mass,
+                              polynomial_accel, polynomial_force, polynomial_table)
 from .mechanical import MassSpringDamper
 
 
@@ -35,6 +41,7 @@ def _kernel_sources(*modules) -> str:
 _KERNEL_HASH = _kernel_sources(_model)
 
 _ARRAY = dict(kind="floats")
+_MODEL_DOC = "model YAML file (from 'hapflow identify'); in a graph file, relative to the graph file"
 
 
 class PiecewiseImpedance(Block):
@@ -68,9 +75,7 @@ class PiecewiseImpedance(Block):
               "acc": In(1, unit="m/s^2", doc="acceleration")}
     outputs = {"force": Out(1, unit="N", doc="model force")}
     params = {
-        "model": Structural(None, kind="file",
-                           doc="model YAML file (from 'hapflow identify'); in a graph "
-                               "file, relative to the graph file"),
+        "model": Structural(None, kind="file", doc=_MODEL_DOC),
         "x": Structural(None, unit="m", doc="knot positions (instead of a model file)", **_ARRAY),
         "m": Structural(None, unit="kg", doc="mass at the knots (default 0)", **_ARRAY),
         "b": Structural(None, unit="N s/m", doc="damping at the knots (default 0)", **_ARRAY),
@@ -121,6 +126,13 @@ class PiecewiseImpedance(Block):
                 raise ParamError("x" + suffix, f"knots: {exc}") from None
         self.impedance_model = _model.ImpedanceModel(knots[""], knots["_neg"])
 
+    MASS = "m"
+    """The parameter that sets the mass (blamed when a model file does not)."""
+
+    def nonpositive_mass(self) -> str | None:
+        """Where the mass is not positive (direction and position range), or None."""
+        return nonpositive_mass(self.impedance_model)
+
     def pack(self) -> np.ndarray:
         return self.impedance_model.table(self.values["v_blend"])
 
@@ -133,7 +145,37 @@ class PiecewiseImpedance(Block):
         force[0] = impedance_force(p, pos[0], vel[0], acc[0])
 
 
-class Admittance(PiecewiseImpedance):
+START = {"x0": Structural(0.0, unit="m", doc="initial position"),
+         "v0": Structural(0.0, unit="m/s", doc="initial velocity")}
+"""The start of an admittance rendering's motion."""
+
+
+class RendersAdmittance:
+    """An impedance block that declares its mass, rendered force-in, motion-out (a mixin).
+
+    ``class XAdmittance(RendersAdmittance, XImpedance)`` declares ``cstate = ("pos",
+    "vel")``, ``params = {**XImpedance.params, **START}`` and the ``deriv`` and ``output``
+    kernels; this gives it the ports of :class:`MassSpringDamper` (as for any force-driven
+    mass), the start ``x0``, ``v0``, and rejects at build time a model whose mass is not
+    positive somewhere, naming the position range and the parameter (``MASS``, or
+    ``model``).
+    """
+
+    inputs, outputs = MassSpringDamper.inputs, MassSpringDamper.outputs
+    position_states = (0,)
+
+    def configure(self) -> None:
+        super().configure()
+        reason = self.nonpositive_mass()
+        if reason is not None:
+            raise ParamError("model" if self.values["model"] else self.MASS, reason)
+
+    def initial_state(self):
+        """Position ``x0`` and velocity ``v0`` (state names in that order); no other state."""
+        return np.array([self.x0, self.v0]), np.zeros(0), np.zeros(0, dtype=np.int64)
+
+
+class Admittance(RendersAdmittance, PiecewiseImpedance):
     """Render an identified impedance model as an admittance: motion from force.
 
     Integrates the model of :class:`PiecewiseImpedance` (same parameters:
@@ -156,22 +198,8 @@ class Admittance(PiecewiseImpedance):
     acc   : out, (1,), m/s^2    model acceleration (feeds through from force)
     """
 
-    inputs, outputs = MassSpringDamper.inputs, MassSpringDamper.outputs
     cstate = ("pos", "vel")
-    position_states = (0,)
-    params = {**PiecewiseImpedance.params,
-              "x0": Structural(0.0, unit="m", doc="initial position"),
-              "v0": Structural(0.0, unit="m/s", doc="initial velocity")}
-
-    def configure(self) -> None:
-        super().configure()
-        reason = nonpositive_mass(self.impedance_model)
-        if reason is not None:
-            raise ParamError("model" if self.values["model"] else "m", reason)
-
-    def initial_state(self):
-        """Position ``x0`` and velocity ``v0`` (state names in that order); no other state."""
-        return np.array([self.x0, self.v0]), np.zeros(0), np.zeros(0, dtype=np.int64)
+    params = {**PiecewiseImpedance.params, **START}
 
     @staticmethod
     @njit
@@ -188,3 +216,140 @@ class Admittance(PiecewiseImpedance):
 
 
 ADM_X = Admittance.X
+
+
+class PolynomialImpedance(Block):
+    """Render a global polynomial impedance model: force from position, velocity and acceleration.
+
+    ::
+
+        force = m acc + (sum_j b_j pos^j) vel + sum_i k_i pos^i + F0 + Fc (2 w - 1),
+        w = 0.5 (1 + tanh(vel / v_blend))
+
+    the model of ``hapflow identify --method poly``, evaluated from its coefficients
+    (exact at any position; :class:`PiecewiseImpedance` renders the same file from its
+    knots, with the end values held beyond them).  Give either ``model`` (a model file
+    with a ``polynomial`` section) or the coefficients: ``stiffness`` and ``damping``
+    list them by power of x from 0 (``stiffness: [0, 1000, 0, 1e9]`` is
+    ``1000 x + 1e9 x^3``, ``k_i`` in N/m^i, ``b_j`` in N s/m^(j+1)), with ``mass``,
+    ``f0`` and ``fc`` (default 0).  The output feeds through from all inputs.
+
+    Ports
+    -----
+    pos   : in, (1,), m         position
+    vel   : in, (1,), m/s       velocity
+    acc   : in, (1,), m/s^2     acceleration
+    force : out, (1,), N        model force (pushing back against +x when positive)
+    """
+
+    inputs, outputs = PiecewiseImpedance.inputs, PiecewiseImpedance.outputs
+    params = {
+        "model": Structural(None, kind="file", doc=_MODEL_DOC + " with polynomial coefficients"),
+        "stiffness": Structural(None, doc="k_i by power i of x from 0 (N/m^i)", **_ARRAY),
+        "damping": Structural(None, doc="b_j by power j of x from 0 (N s/m^(j+1))", **_ARRAY),
+        "mass": Structural(None, unit="kg", doc="mass m (default 0)"),
+        "f0": Structural(None, unit="N", doc="force offset F0 (default 0)"),
+        "fc": Structural(None, unit="N", doc="offset by direction: +fc moving to +x, -fc "
+                                             "moving to -x (default 0)"),
+        "v_blend": Live(None, unit="m/s", check=nonnegative,
+                        doc="direction blend velocity (default: the model's, else 1e-3)"),
+    }
+    MASS = "mass"
+    """The parameter that sets the mass (blamed when a model file does not)."""
+
+    def configure(self) -> None:
+        v = self.values
+        given = [n for n in ("stiffness", "damping", "mass", "f0", "fc") if v[n] is not None]
+        if v["model"] is not None:
+            if given:
+                raise ParamError(given[0], "give either 'model' or the coefficients, not both "
+                                           f"(got model and {', '.join(given)})")
+            self.coefficients, self.blend = self._load(v["model"])
+            return
+        if not given:
+            raise ParamError("stiffness", "give 'model' (a model YAML file from 'hapflow "
+                                          "identify --method poly') or the coefficients "
+                                          "'stiffness' (by power of x from 0) and optionally "
+                                          "'damping', 'mass', 'f0', 'fc'")
+        coefficients = {}
+        for kind, name in (("k", "stiffness"), ("b", "damping")):
+            values = v[name] if v[name] is not None else ()
+            if len(values) > 10:
+                raise ParamError(name, f"parameter {name!r} has {len(values)} coefficients; "
+                                       "powers 0..9 are supported")
+            coefficients.update({f"{kind}{i}": float(c) for i, c in enumerate(values) if c})
+        coefficients.update({key: float(v[name]) for key, name in
+                             (("m", "mass"), ("F0", "f0"), ("Fc", "fc")) if v[name] is not None})
+        self.coefficients, self.blend = coefficients, 1e-3
+
+    @staticmethod
+    def _load(path: str) -> tuple[dict[str, float], float]:
+        try:
+            model = _model.ImpedanceModel.load(path)
+        except _model.ModelFileError as exc:
+            raise ParamError("model", f"parameter 'model': {exc}") from None
+        if model.polynomial is None:
+            raise ParamError("model", f"parameter 'model': {path!r} holds no polynomial "
+                                      f"coefficients (a {model.method!r} model): identify with "
+                                      "--method poly, or render it with PiecewiseImpedance")
+        return model.polynomial, model.v_blend
+
+    def nonpositive_mass(self) -> str | None:
+        """Why the model cannot be driven by force (its one mass is not positive), or None."""
+        mass = self.coefficients.get("m", 0.0)
+        if mass > 0:
+            return None
+        return (f"the polynomial model's mass m = {mass:.4g} kg is not positive, at every "
+                "position (it does not depend on x): it cannot be driven by force "
+                "(admittance); give a positive mass")
+
+    def pack(self) -> np.ndarray:
+        vb = self.values["v_blend"]
+        return polynomial_table(self.coefficients, self.blend if vb is None else vb)
+
+    def structural_key(self) -> tuple:
+        return (*super().structural_key(), _KERNEL_HASH)
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, pos, vel, acc, force):
+        force[0] = polynomial_force(p, pos[0], vel[0], acc[0])
+
+
+class PolynomialAdmittance(RendersAdmittance, PolynomialImpedance):
+    """Render a global polynomial impedance model as an admittance: motion from force.
+
+    Integrates the model of :class:`PolynomialImpedance` (same parameters: ``model``
+    or the coefficients) driven by a force, with the engine's solver::
+
+        m acc = force - [(sum_j b_j pos^j) vel + sum_i k_i pos^i + F0 + Fc (2 w - 1)]
+
+    (:func:`~hapflow.blocks.impedance_model.polynomial_accel`, the impedance's own
+    kernel at ``acc`` 0).  A mass that is not positive is rejected.
+
+    Ports
+    -----
+    force : in, (1,), N         force on the device, pushing toward +x
+    pos   : out, (1,), m        device position (state only)
+    vel   : out, (1,), m/s      device velocity (state only)
+    acc   : out, (1,), m/s^2    model acceleration (feeds through from force)
+    """
+
+    cstate = ("pos", "vel")
+    params = {**PolynomialImpedance.params, **START}
+
+    @staticmethod
+    @njit
+    def deriv(t, x, d, m, p, force, dx):
+        dx[POLY_X.pos] = x[POLY_X.vel]
+        dx[POLY_X.vel] = polynomial_accel(p, x[POLY_X.pos], x[POLY_X.vel], force[0])
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, force, pos, vel, acc):
+        pos[0] = x[POLY_X.pos]
+        vel[0] = x[POLY_X.vel]
+        acc[0] = polynomial_accel(p, pos[0], vel[0], force[0])
+
+
+POLY_X = PolynomialAdmittance.X

@@ -35,6 +35,9 @@ File (YAML, SI units)::
     directions:
       positive: {x: [...], m: [...], b: [...], k: [...], F0: [...]}   # v > 0
       negative: {x: [...], m: [...], b: [...], k: [...], F0: [...]}   # v < 0
+    polynomial: {m: ..., b0: ..., k1: ..., k3: ..., F0: ..., Fc: ...}
+                                       # method poly: the global model's coefficients (SI;
+                                       # see POLYNOMIAL); the knots above sample it
     diagnostics: {...}                 # optional: segments, standard errors, condition numbers
     fit: {nrmse_percent: ..., ...}     # optional: fit quality on the identification data
 
@@ -43,10 +46,17 @@ Flat table for the kernels (:meth:`ImpedanceModel.table`)::
     [v_blend, n_pos, n_neg,
      x_pos(n_pos), m_pos, b_pos, k_pos, F0_pos,
      x_neg(n_neg), m_neg, b_neg, k_neg, F0_neg]
+
+A global polynomial model (``polynomial`` in the file, :data:`POLYNOMIAL`) is
+also evaluated from its coefficients, exactly and at any position
+(:func:`polynomial_force`, table :func:`polynomial_table`)::
+
+    [v_blend, m, F0, Fc, nk, nb, k_0 .. k_(nk-1), b_0 .. b_(nb-1)]   (dense in the powers)
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +76,11 @@ EQUATION = ("F_d = m_d(x) a + b_d(x) v + k_d(x) x + F0_d(x) for d in (positive: 
             "w = 0.5 (1 + tanh(v / v_blend)); parameters linear between knots, a repeated "
             "knot is a jump (right-continuous), constant beyond the end knots")
 DIRECTION_NAMES = {1: "positive", -1: "negative"}
+POLYNOMIAL = ("F = m a + (sum_j b_j x^j) v + sum_i k_i x^i + F0 + Fc (2 w - 1), "
+              "w = 0.5 (1 + tanh(v / v_blend))")
+"""The global polynomial model; its coefficients are named ``m``, ``b<j>``, ``k<i>`` (power
+``j``, ``i`` of x: 0..9), ``F0`` and ``Fc``, in N, m and s; absent ones are 0."""
+_COEFFICIENT = re.compile(r"m|F0|Fc|[bk][0-9]")
 
 
 
@@ -165,6 +180,27 @@ def admittance_accel(table, x, v, force):
 
 
 @njit(cache=True)
+def polynomial_force(table, x, v, a):
+    """Force (N) of the polynomial model in ``table`` (:func:`polynomial_table`)."""
+    nk = int(table[4])
+    nb = int(table[5])
+    spring = 0.0
+    for i in range(nk - 1, -1, -1):            # Horner
+        spring = spring * x + table[6 + i]
+    damping = 0.0
+    for j in range(nb - 1, -1, -1):
+        damping = damping * x + table[6 + nk + j]
+    w = blend_weight(table, v)
+    return table[1] * a + damping * v + spring + table[2] + table[3] * (2.0 * w - 1.0)
+
+
+@njit(cache=True)
+def polynomial_accel(table, x, v, force):
+    """Acceleration (m/s^2) of the polynomial model at ``(x, v)`` under ``force`` (N)."""
+    return (force - polynomial_force(table, x, v, 0.0)) / table[1]
+
+
+@njit(cache=True)
 def _predict(table, x, v, a, w, out):
     for i in range(x.shape[0]):
         if w[i] < 0.0:
@@ -246,6 +282,9 @@ class ImpedanceModel:
         How it was identified (``segmented``, ``auto``, ``ewls``, or ``manual``).
     settings, source, diagnostics, fit : dict
         Provenance and quality (free-form, YAML-serialisable).
+    polynomial : dict, optional
+        Coefficients of a global polynomial model by name (:data:`POLYNOMIAL`); the knots
+        then sample it.
     """
 
     positive: Knots
@@ -256,6 +295,11 @@ class ImpedanceModel:
     source: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
     fit: dict[str, Any] = field(default_factory=dict)
+    polynomial: dict[str, float] | None = None
+
+    def __post_init__(self):
+        if self.polynomial is not None:
+            self.polynomial = check_coefficients(self.polynomial)
 
     def direction(self, d: int) -> Knots:
         """Knots of direction +1 or -1."""
@@ -299,6 +343,8 @@ class ImpedanceModel:
                 "source": _plain(self.source), "v_blend": float(self.v_blend),
                 "directions": {"positive": self.positive.to_dict(),
                                "negative": self.negative.to_dict()},
+                **({"polynomial": {"equation": POLYNOMIAL, **self.polynomial}}
+                   if self.polynomial is not None else {}),
                 "diagnostics": _plain(self.diagnostics), "fit": _plain(self.fit)}
 
     def to_yaml(self) -> str:
@@ -345,9 +391,19 @@ class ImpedanceModel:
         vb = data.get("v_blend", 1e-3)
         if not isinstance(vb, (int, float)) or vb < 0:
             raise ModelFileError(f"{where}: v_blend must be a number >= 0 (m/s), got {vb!r}")
+        poly = data.get("polynomial")
+        if poly is not None:
+            if not isinstance(poly, dict):
+                raise ModelFileError(f"{where}: 'polynomial' must map coefficient names to "
+                                     f"numbers, got {poly!r}")
+            poly = {k: v for k, v in poly.items() if k != "equation"}
+            try:
+                poly = check_coefficients(poly)
+            except ModelFileError as exc:
+                raise ModelFileError(f"{where}: {exc}") from None
         return cls(knots["positive"], knots["negative"], float(vb), str(data.get("method", "manual")),
                    dict(data.get("settings") or {}), dict(data.get("source") or {}),
-                   dict(data.get("diagnostics") or {}), dict(data.get("fit") or {}))
+                   dict(data.get("diagnostics") or {}), dict(data.get("fit") or {}), poly)
 
     @classmethod
     def from_yaml(cls, text: str, where: str = "model") -> "ImpedanceModel":
@@ -373,6 +429,41 @@ class ImpedanceModel:
         except OSError as exc:
             raise ModelFileError(f"cannot read model file {str(path)!r}: {exc.strerror}") from None
         return cls.from_yaml(text, f"model file {str(path)!r}")
+
+
+def check_coefficients(coefficients: dict[str, Any]) -> dict[str, float]:
+    """Polynomial coefficients as plain floats, their names checked (:data:`POLYNOMIAL`).
+
+    Raises
+    ------
+    ModelFileError
+        Naming a coefficient that is unknown or not a finite number.
+    """
+    out = {}
+    for name, value in coefficients.items():
+        if not (isinstance(name, str) and _COEFFICIENT.fullmatch(name)):
+            raise ModelFileError(f"polynomial coefficient {name!r} is not one of m, b0..b9, "
+                                 "k0..k9, F0, Fc")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+                or not math.isfinite(value):
+            raise ModelFileError(f"polynomial coefficient {name!r} must be a finite number, "
+                                 f"got {value!r}")
+        out[name] = float(value)
+    return out
+
+
+def polynomial_table(coefficients: dict[str, float], v_blend: float) -> np.ndarray:
+    """The flat table of :func:`polynomial_force` (see the module docstring)."""
+    c = coefficients
+    powers = {kind: [int(n[1:]) for n in c if n[0] == kind and n not in ("F0", "Fc")]
+              for kind in "kb"}
+    size = {kind: max(p, default=-1) + 1 for kind, p in powers.items()}
+    table = np.zeros(6 + size["k"] + size["b"])
+    table[:6] = v_blend, c.get("m", 0.0), c.get("F0", 0.0), c.get("Fc", 0.0), size["k"], size["b"]
+    for kind, start in (("k", 6), ("b", 6 + size["k"])):
+        for p in powers[kind]:
+            table[start + p] = c[f"{kind}{p}"]
+    return table
 
 
 def nonpositive_mass(model: ImpedanceModel) -> str | None:

@@ -58,6 +58,8 @@ EXAMPLES = {"KalmanFilter": _FILTER, "ExtendedKalmanFilter": _FILTER,
             "UnscentedKalmanFilter": _FILTER, "TransferFunction": dict(num=[1.0], den=[1.0, -0.5]),
             "PiecewiseImpedance": dict(x=[-0.01, 0.01], k=[100.0, 200.0], f0=[0.0, 0.0]),
             "Admittance": dict(x=[-0.01, 0.01], m=[0.01, 0.01], k=[100.0, 200.0], f0=[0.0, 0.0]),
+            "PolynomialImpedance": dict(stiffness=[0.0, 100.0, 0.0, 1e6]),
+            "PolynomialAdmittance": dict(mass=0.01, stiffness=[0.0, 100.0, 0.0, 1e6]),
             "Playback": dict(file=f"{DATA}/playback/sine.csv", column="y")}
 """Values for blocks that have required parameters (every optional port declared); a new
 block that cannot be built from its defaults needs an entry here."""

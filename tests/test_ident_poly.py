@@ -42,7 +42,7 @@ def test_default_derivatives_simulate_as_well_as_exact_ones(oscillator):
     assert motion.settings["velocity"] == "spectral"
     assert "no accelerometer" in motion.settings["reason"]
     model = identify(motion, "poly")
-    c = model.diagnostics["coefficients"]
+    c = model.polynomial
     for name, true in (("m", M), ("b0", B), ("k1", K1)):
         assert c[name] == pytest.approx(true, rel=0.05), name
     exact = from_arrays(d["xm"][:k], d["u"][:k], RATE)
@@ -57,7 +57,7 @@ def test_default_derivatives_simulate_as_well_as_exact_ones(oscillator):
     assert _free_run_error(smoother, d) > 3 * _free_run_error(model, d)
     # the old default (Butterworth at 40 Hz, central differences) fails this badly
     old = identify(from_arrays(d["xm"][:k], d["u"][:k], RATE, velocity="encoder"), "poly")
-    assert abs(old.diagnostics["coefficients"]["m"] / M - 1) > 0.2
+    assert abs(old.polynomial["m"] / M - 1) > 0.2
 
 
 def test_band_of_the_position_and_exact_derivatives_of_a_sine():
@@ -145,3 +145,47 @@ def test_cli_strict_fails_on_negative_masses(oscillator_csv, tmp_path, capsys):
     assert "mass" in out and "is negative beyond its standard error" in out
     assert main(args + ["--strict"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_the_polynomial_model_file_holds_its_coefficients_and_blocks_render_them(
+        oscillator, tmp_path):
+    """Issue 14: the global model as coefficients - in the file (``polynomial``), exact in
+    ``PolynomialImpedance``, sampled by the knots that ``PiecewiseImpedance`` renders."""
+    import yaml
+
+    import hapflow as hf
+    from hapflow.blocks import PiecewiseImpedance, PolynomialImpedance, Waypoints
+    from hapflow.ident import ModelFileError
+    d, k = oscillator, oscillator["ntr"]
+    model = identify(from_arrays(d["xm"][:k], d["u"][:k], RATE), "poly")
+    path = model.save(tmp_path / "poly.yaml")
+    data = yaml.safe_load(path.read_text())
+    c = data["polynomial"]
+    assert set(c) == {"equation", "m", "b0", "k1", "k3", "F0", "Fc"}
+    assert c["k3"] == pytest.approx(K3, rel=0.05)
+    assert ImpedanceModel.load(path).polynomial == model.polynomial       # exact round trip
+    lo, hi = model.positive.x[0], model.positive.x[-1]
+    g = hf.Graph(name="poly_render", rate=1000.0, duration=1.0)
+    g.add("x", Waypoints(times=[0.0, 1.0], points=[lo, hi], unit="m"))
+    g.add("v", Waypoints(times=[0.0, 1.0], points=[0.02, 0.02], unit="m/s"))
+    g.add("a", Waypoints(times=[0.0, 1.0], points=[3.0, 3.0], unit="m/s^2"))
+    g.add("exact", PolynomialImpedance(model=str(path)))
+    g.add("knots", PiecewiseImpedance(model=str(path)))
+    for name in ("exact", "knots"):
+        g.wire(f"x.y -> {name}.pos")
+        g.wire(f"v.y -> {name}.vel")
+        g.wire(f"a.y -> {name}.acc")
+    g.record("x.y", "exact.force", "knots.force")
+    r = hf.Simulation(g).run()
+    x = r["x.y"][:, 0]
+    w = 0.5 * (1 + np.tanh(0.02 / model.v_blend))
+    closed = (c["m"] * 3.0 + c["b0"] * 0.02 + c["k1"] * x + c["k3"] * x ** 3 + c["F0"]
+              + c["Fc"] * (2 * w - 1))
+    np.testing.assert_allclose(r["exact.force"][:, 0], closed, rtol=1e-12, atol=1e-12)
+    spring = np.ptp(closed)
+    assert np.max(np.abs(r["knots.force"][:, 0] - closed)) < 1e-5 * spring
+    text = path.read_text().replace("k3:", "k33:")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(ModelFileError, match="'k33' is not one of m, b0..b9, k0..k9, F0, Fc"):
+        ImpedanceModel.load(bad)

@@ -184,3 +184,59 @@ def test_a_graph_file_names_its_model_relative_to_itself(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path.parent)
     graph = hf.load(f"{tmp_path.name}/render.yaml")
     assert graph.nodes["imp"].block.model == str(tmp_path / "model.yaml")
+
+
+HARD = dict(m=0.1, b=4.4, k1=19344.0, k3=2.4e9)         # the hardening oscillator of issue 14
+
+
+def test_polynomial_impedance_is_its_closed_form():
+    from hapflow.blocks import PolynomialImpedance
+    imp = PolynomialImpedance(stiffness=[0.3, 19344.0, -5e4, 2.4e9], damping=[4.4, 200.0],
+                              mass=0.1, f0=0.5, fc=0.2, v_blend=0.01)
+    r = hf.Simulation(render_graph(imp, duration=1.0)).run()
+    x, v, a = (r[s][:, 0] for s in ("traj.y", "traj.dy", "traj.ddy"))
+    expected = (0.1 * a + (4.4 + 200.0 * x) * v + 0.3 + 19344.0 * x - 5e4 * x ** 2
+                + 2.4e9 * x ** 3 + 0.5 + 0.2 * np.tanh(v / 0.01))
+    np.testing.assert_allclose(r["imp.force"][:, 0], expected, rtol=1e-12, atol=1e-9)
+
+
+def test_polynomial_admittance_in_a_graph_agrees_with_solve_ivp():
+    """Issue 14: the polynomial model force-in, motion-out by the engine's RK4 vs scipy on the
+    closed-form equation of motion (not the block's kernel)."""
+    from scipy.integrate import solve_ivp
+    from hapflow.blocks import PolynomialAdmittance, Sine
+    m, b, k1, k3 = HARD.values()
+    g = hf.Graph(name="poly_admittance", rate=50000.0, duration=0.2)
+    g.add("drive", Sine(amplitude=6.0, frequency=55.0, unit="N"))
+    g.add("dev", PolynomialAdmittance(mass=m, damping=[b], stiffness=[0.0, k1, 0.0, k3],
+                                      x0=1e-3))
+    g.wire("drive.y -> dev.force")
+    g.record("dev.pos", "dev.acc")
+    run = hf.Simulation(g).run(0.2)
+    sol = solve_ivp(lambda t, y: [y[1], (6.0 * np.sin(2 * np.pi * 55.0 * t) - b * y[1]
+                                         - k1 * y[0] - k3 * y[0] ** 3) / m],
+                    (0.0, run.time[-1]), [1e-3, 0.0], t_eval=run.time, method="DOP853",
+                    rtol=1e-12, atol=1e-15)
+    pos = run.signals["dev.pos"].reshape(-1)
+    assert np.max(np.abs(pos - sol.y[0])) < 1e-6 * np.max(np.abs(sol.y[0]))
+    assert np.max(np.abs(sol.y[0])) > 1e-3            # it moved (k3 x^3 matters at this size)
+
+
+def test_admittance_renderings_reject_a_mass_that_is_not_positive(tmp_path):
+    from hapflow.blocks import PolynomialAdmittance, PolynomialImpedance
+    with pytest.raises(ParamError, match=r"mass m = 0 kg is not positive, at every "
+                                         r"position") as err:
+        PolynomialAdmittance(stiffness=[0.0, 100.0])
+    assert err.value.param == "mass"
+    with pytest.raises(ParamError, match=r"mass m = -0.1 kg"):
+        PolynomialAdmittance(mass=-0.1, stiffness=[0.0, 100.0])
+    PolynomialImpedance(stiffness=[0.0, 100.0])        # an impedance needs no mass
+    with pytest.raises(ParamError, match="give 'model'"):
+        PolynomialImpedance()
+    with pytest.raises(ParamError, match="not both"):
+        PolynomialImpedance(model="m.yaml", mass=1.0)
+    with pytest.raises(ParamError, match="11 coefficients; powers 0..9"):
+        PolynomialImpedance(stiffness=[1.0] * 11)
+    path = syn.piecewise_model().save(tmp_path / "piecewise.yaml")
+    with pytest.raises(ParamError, match="holds no polynomial coefficients"):
+        PolynomialImpedance(model=str(path))

@@ -54,7 +54,7 @@ def warnings_for(model: Any) -> list[str]:
     diag = model.diagnostics
     out: list[str] = []
     if model.method == "poly":
-        coef, se = diag["coefficients"], diag["stderr"]
+        coef, se = model.polynomial, diag["stderr"]
         for p, what in (("m", "mass"), ("k1", "linear stiffness")):
             if p in coef and coef[p] + se[p] < 0:
                 out.append(f"{what} {p} = {coef[p]:.4g} +- {se[p]:.2g} is negative beyond its "

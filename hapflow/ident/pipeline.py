@@ -119,11 +119,11 @@ def _identify_poly(motion: Motion, stiffness: str | tuple[int, ...],
     lo, hi = float(moving.min()), float(moving.max())
     settings = {"stiffness": list(stiffness), "damping": list(damping),
                 "prep": dict(motion.settings)}
-    diag = {"coefficients": fit.coefficients,
-            "stderr": dict(zip(fit.names, fit.stderr.tolist())),
+    diag = {"stderr": dict(zip(fit.names, fit.stderr.tolist())),
             "condition": fit.cond, "samples": fit.n, "bic": fit.bic}
     model = ImpedanceModel(_poly.knots(fit, lo, hi, 1), _poly.knots(fit, lo, hi, -1),
-                           float(v_blend), "poly", settings, dict(motion.source), diag)
+                           float(v_blend), "poly", settings, dict(motion.source), diag,
+                           polynomial=fit.coefficients)
     model.fit = fit_quality(model, motion)
     return model
 

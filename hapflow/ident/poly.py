@@ -17,9 +17,11 @@ The result is written in the locally linear form every consumer reads
 ``k(x) = dF_s/dx`` (the local stiffness), ``F0(x) = F_s(x) - k(x) x + F0 +-
 Fc``, ``b(x) = sum_j b_j x^j``, so ``k(x) x + F0(x)`` reproduces the spring
 force at the knots; with 401 knots the interpolation error between them is
-below 1e-5 of the spring force of a cubic.  The coefficients, their standard
-errors, the condition number and the BIC are kept in the model's
-diagnostics.
+below 1e-5 of the spring force of a cubic.  The coefficients themselves are the
+model file's ``polynomial`` section (``ImpedanceModel.polynomial``), which the
+``PolynomialImpedance`` and ``PolynomialAdmittance`` blocks evaluate exactly at any
+position; their standard errors, the condition number and the BIC are kept in
+the model's diagnostics.
 """
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def _fmt(value: float, se: float | None = None) -> str:
 
 def poly_table(model: ImpedanceModel) -> str:
     """Coefficients of a global polynomial model with standard errors (SI units)."""
-    coef, se = model.diagnostics["coefficients"], model.diagnostics["stderr"]
+    coef, se = model.polynomial, model.diagnostics["stderr"]
     units = {"m": "kg", "F0": "N", "Fc": "N"}
     lines = [f"global model over {model.positive.x[0] * 1e3:.4g} .. {model.positive.x[-1] * 1e3:.4g} "
              f"mm, {model.diagnostics['samples']} samples, condition "

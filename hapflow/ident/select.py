@@ -63,7 +63,7 @@ def parameter_count(model: ImpedanceModel) -> int:
     """Free parameters of a polynomial or piecewise model (see the module docstring)."""
     diag = model.diagnostics
     if model.method == "poly":
-        return len(diag["coefficients"])
+        return len(model.polynomial)
     regressors = len(model.settings["regressors"])
     count = 0
     for name in DIRECTION_NAMES.values():
