@@ -3,14 +3,14 @@
 When a graph is split (:mod:`hapflow.hil.split`), every bound port of a
 hardware block becomes one of these in the half that talks to the card:
 
-- :class:`_CardValue` puts a value from the card into the kernel: its output
+- :class:`CardValue` puts a value from the card into the kernel: its output
   ``y`` is ``d[0]``, which the runner (or the simulated rig) writes into the
   flat state array between ticks.  Its output depends on the state only.
-- :class:`_CardSink` takes a value out of the kernel: its input ``u`` is read
+- :class:`CardSink` takes a value out of the kernel: its input ``u`` is read
   from the driver's signal slot after the tick.  It has no kernels.
 
-Both names start with ``_`` so they stay out of the block registry: they
-exist only in generated graphs, never in graph files.
+Both are declared with ``register=False``, so they stay out of the block
+registry: they exist only in generated graphs, never in graph files.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from hapflow.params import Structural
 from hapflow.ports import In, Out
 
 
-class _CardValue(Block):
+class CardValue(Block, register=False):
     """A value from the DAQ card: ``y = d[0]``, written between ticks.
 
     Ports
@@ -42,7 +42,7 @@ class _CardValue(Block):
         y[0] = d[0]
 
 
-class _CardSink(Block):
+class CardSink(Block, register=False):
     """A value to the DAQ card: the runner reads input ``u`` after each tick.
 
     Ports
@@ -57,11 +57,11 @@ class _CardSink(Block):
 
 
 def value_index(layout: Layout, name: str) -> int:
-    """Index in the flat float buffer ``f`` of ``_CardValue`` block ``name``'s value (``d[0]``)."""
+    """Index in the flat float buffer ``f`` of ``CardValue`` block ``name``'s value (``d[0]``)."""
     return float_bases(layout)["d"] + layout.blocks[name]["d"].start
 
 
 def sink_index(layout: Layout, name: str) -> int:
-    """Index in ``f`` of the signal that drives ``_CardSink`` block ``name``."""
+    """Index in ``f`` of the signal that drives ``CardSink`` block ``name``."""
     slot = layout.inputs[(name, "u")]
     return float_bases(layout)[slot.array] + slot.start

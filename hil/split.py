@@ -16,13 +16,13 @@ hardware port is an error (a block cannot sit on both sides of the card).
 
 The controller graph keeps the controller blocks (fresh copies) and replaces
 each bound port by a stand-in (:mod:`hapflow.hil.cardports`): a card input
-(analog input, encoder) becomes a ``_CardValue`` source, an analog output a
-``_CardSink``.  It records the original graph's recorded controller signals
+(analog input, encoder) becomes a ``CardValue`` source, an analog output a
+``CardSink``.  It records the original graph's recorded controller signals
 plus every card input under its hardware name (``head.force``).  Recorded
 plant signals (``dev.pos``) cannot be measured on a real rig and are dropped.
 
 The plant graph keeps the plant blocks (fresh copies); every analog output
-becomes a ``_CardValue`` source driving the hardware input it is bound to.
+becomes a ``CardValue`` source driving the hardware input it is bound to.
 The simulated rig (:mod:`hapflow.hil.simrig`) runs it.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from hapflow.errors import GraphError
 from hapflow.graph import Graph, Node
 
 from .backend import Channel
-from .cardports import _CardSink, _CardValue
+from .cardports import CardSink, CardValue
 
 
 @dataclass
@@ -49,10 +49,10 @@ class Half:
     graph : Graph
         The generated graph (not yet compiled).
     values : dict
-        ``"block.port"`` of the original graph -> name of the ``_CardValue``
+        ``"block.port"`` of the original graph -> name of the ``CardValue``
         stand-in that carries it into this half.
     sinks : dict
-        ``"block.port"`` -> name of the ``_CardSink`` whose input is the command.
+        ``"block.port"`` -> name of the ``CardSink`` whose input is the command.
     names : dict
         ``"block.port"`` in this graph -> name to record it under.
     dropped : list of str
@@ -152,11 +152,11 @@ def controller_graph(graph: Graph, channels: list[Channel]) -> Half:
     _copy_blocks(graph, g, [n for n in graph.nodes if n not in plant])
     for port in inputs:
         name = half.values[port] = _fresh(g, f"card_{port.replace('.', '_')}")
-        g.add(name, _CardValue(unit=_unit(graph, port, "out")))
+        g.add(name, CardValue(unit=_unit(graph, port, "out")))
         half.names[f"{name}.y"] = port
     for port in outputs:
         name = half.sinks[port] = _fresh(g, f"card_{port.replace('.', '_')}")
-        g.add(name, _CardSink(unit=_unit(graph, port, "in")))
+        g.add(name, CardSink(unit=_unit(graph, port, "in")))
     for w in graph.wires:                 # plant_blocks() left only bound ports between halves
         src, dst = f"{w.src[0]}.{w.src[1]}", f"{w.dst[0]}.{w.dst[1]}"
         if w.src[0] in plant and w.dst[0] in plant:
@@ -195,7 +195,7 @@ def plant_graph(graph: Graph, channels: list[Channel]) -> Half:
     _copy_blocks(graph, g, plant)
     for port in outputs:
         name = half.values[port] = _fresh(g, f"card_{port.replace('.', '_')}")
-        g.add(name, _CardValue(unit=_unit(graph, port, "in")))
+        g.add(name, CardValue(unit=_unit(graph, port, "in")))
         g.wire(f"{name}.y", port)
     for w in graph.wires:
         dst = f"{w.dst[0]}.{w.dst[1]}"
