@@ -67,9 +67,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                    "hw_watchdog", "dashboard"):
         if getattr(args, option) is not None:
             raise GraphError(f"--{option.replace('_', '-')} applies to --mode hil")
-    for option in ("fault", "mlock", "live"):
+    for option in ("fault", "mlock", "live", "unpaced", "limit", "velocity_limit", "ramp"):
         if getattr(args, option):
-            raise GraphError(f"--{option} applies to --mode hil")
+            raise GraphError(f"--{option.replace('_', '-')} applies to --mode hil")
     sim = Simulation(graph, interpret=args.interpret, chunk=args.chunk)
     try:
         with _sigterm_as_sigint() as terminated:

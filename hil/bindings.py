@@ -201,6 +201,67 @@ def bind(graph: Graph) -> Bindings:
     return out
 
 
+SAFETY_KEYS = ("limit", "velocity_limit", "ramp")
+"""Binding keys the command line can set (``--limit``, ``--velocity-limit``, ``--ramp``)."""
+
+
+def override(graph: Graph, ref: str, key: str, value: Any) -> None:
+    """Set safety key ``key`` of the binding of ``ref`` in ``graph.hardware``, as if the
+    file said so: :func:`bind` then checks it as it checks the file, and the graph a
+    recording stores says which limit was in force.
+
+    Parameters
+    ----------
+    graph : Graph
+        The loaded graph (its ``hardware`` entry of the block is replaced, not edited).
+    ref : str
+        ``block`` (a short-form binding, or a block with one bound port) or ``block.port``.
+    key : {'limit', 'velocity_limit', 'ramp'}
+    value : float or list of float
+
+    Raises
+    ------
+    GraphError
+        If ``ref`` names no bound port.
+    """
+    block, _, port = ref.partition(".")
+    bound = _bound_ports(graph)
+    if block not in graph.hardware:
+        raise GraphError(f"{key.replace('_', '-')} of {ref!r}: {block!r} is not bound to the "
+                         f"card{suggest(block, list(graph.hardware))} Bound ports: "
+                         f"{valid_list(bound)}")
+    entry = graph.hardware[block]
+    entry = {"channel": entry} if isinstance(entry, str) else dict(entry)
+    if "channel" in entry:                      # the short form: one port
+        facing = entry.get("port") or _facing_port(graph, block, entry, Where(graph.where.file))
+        if port not in ("", facing):
+            raise GraphError(f"{key.replace('_', '-')} of {ref!r}: {block!r} binds port "
+                             f"{facing!r} only; write {block} or {block}.{facing}", block=block)
+        entry[key] = value
+    else:
+        ports = [k for k in entry if k not in BLOCK_KEYS]
+        if not port and len(ports) == 1:
+            port = ports[0]
+        if port not in ports:
+            raise GraphError(f"{key.replace('_', '-')} of {ref!r}: name one bound port of "
+                             f"{block!r}: {valid_list(f'{block}.{p}' for p in ports)}",
+                             block=block)
+        spec = entry[port]
+        entry[port] = dict({"channel": spec} if isinstance(spec, str) else spec, **{key: value})
+    graph.hardware[block] = entry
+
+
+def _bound_ports(graph: Graph) -> list[str]:
+    """``block`` or ``block.port`` of every binding of the ``hardware:`` section."""
+    out = []
+    for block, entry in graph.hardware.items():
+        if isinstance(entry, dict) and "channel" not in entry:
+            out += [f"{block}.{p}" for p in entry if p not in BLOCK_KEYS]
+        else:
+            out.append(block)
+    return out
+
+
 def _block(graph: Graph, block: str, entry: Any, lines: _Lines, out: Bindings) -> None:
     where = lines.at(block)
     b = graph.nodes[block].block

@@ -5,9 +5,10 @@
     hapflow run GRAPH --mode hil [--daq sim|nidaqmx] [--grpc HOST:PORT] [--fifo PRIO]
                 [--cpu N] [--mlock] [--max-overruns N] [--max-lateness S] [--hw-watchdog S]
                 [--unpaced] [--live] [--dashboard [PORT]]
+                [--limit PORT=L|LO,HI ...] [--velocity-limit PORT=V ...] [--ramp PORT=S ...]
                 [--fault KIND@TICK[xTICKS][:CHANNEL][=VALUE] ...]
-    hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
-    hapflow hil arm GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT]
+    hapflow hil check GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT] [--limit ...] [--ramp ...]
+    hapflow hil arm GRAPH [--daq sim|nidaqmx] [--grpc HOST:PORT] [--limit ...] [--ramp ...]
     hapflow hil serve GRAPH [--port N] [--free-running] [--fault SPEC ...]
     hapflow report RUN.h5 [--plot timing.png]
 
@@ -34,7 +35,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     """The ``--mode hil`` options of ``hapflow run``."""
     g = run.add_argument_group("real time (--mode hil)")
     g.add_argument("--mode", choices=("sim", "hil"), default="sim",
-                   help="sim: as fast as possible [default]; hil: in real time against a DAQ card")
+                   help="sim: as fast as possible [default]; hil: against a DAQ card, in real time "
+                        "(or on --unpaced's virtual clock)")
     g.add_argument("--daq", choices=("sim", "nidaqmx"), default=None,
                    help="with --mode hil: the simulated rig [default] or NI-DAQmx")
     g.add_argument("--grpc", metavar="HOST:PORT",
@@ -54,8 +56,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                         "state when the loop has not petted it for S (killed, stopped, hung) "
                         "[5 x the lateness bound: 0.1 s]")
     g.add_argument("--unpaced", action="store_true",
-                   help="with --daq sim: run on a virtual sample clock as fast as possible "
-                        "(deterministic, no edge missed: to compare results with --mode sim)")
+                   help="with --daq sim: not in real time: the simulated card's sample clock "
+                        "is virtual and the loop runs as fast as it can (deterministic, no edge "
+                        "missed: to compare results with --mode sim)")
     g.add_argument("--live", action="store_true",
                    help="change live parameters while it runs: read BLOCK.PARAM=VALUE lines "
                         "from stdin (e.g. 'pid.kp=4000'); each is validated by its block, "
@@ -65,9 +68,49 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                    metavar="PORT", help="serve a live dashboard on http://localhost:PORT/ "
                    "[5006]: signal traces, timing, overruns, safety state, live parameter "
                    "sliders, e-stop (a Bokeh server in its own process)")
+    safety_options(g)
     g.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="with --daq sim: inject a fault, KIND@TICK[xTICKS][:CHANNEL][=VALUE]; "
                         "kinds drop, late, stuck, saturate, glitch, nan, error (repeatable)")
+
+
+def safety_options(parser) -> None:
+    """``--limit``, ``--velocity-limit`` and ``--ramp``: the bindings' safety keys set from
+    the command line (``run --mode hil``, ``hil check``, ``hil arm``)."""
+    where = ("PORT is a bound BLOCK (short form, or one bound port) or BLOCK.PORT; replaces "
+             "the graph file's value and is recorded with the graph (repeatable)")
+    parser.add_argument("--limit", action="append", default=[], metavar="PORT=L|LO,HI",
+                        help="safety limit in the port's unit: L for [-L, L], or LO,HI, "
+                             f"e.g. motor=10 or enc=-0.02,0.03; {where}")
+    parser.add_argument("--velocity-limit", action="append", default=[], metavar="PORT=V",
+                        help=f"velocity limit of a measured position, its unit per s; {where}")
+    parser.add_argument("--ramp", action="append", default=[], metavar="PORT=S",
+                        help="time (s) to ramp a command to zero after a limit trip (0: cut "
+                             f"at once); {where}")
+
+
+def apply_safety_options(args: argparse.Namespace, graph) -> None:
+    """Write ``--limit``/``--velocity-limit``/``--ramp`` into ``graph.hardware``.
+
+    Raises
+    ------
+    HapflowError
+        If an option is not ``PORT=NUMBER[,NUMBER]`` or names no bound port.
+    """
+    from .bindings import SAFETY_KEYS, override
+    for key in SAFETY_KEYS:
+        option = "--" + key.replace("_", "-")
+        for text in getattr(args, key):
+            ref, sep, value = text.partition("=")
+            try:
+                numbers = [float(v) for v in value.strip().strip("[]").split(",")] if sep else []
+            except ValueError:
+                numbers = []
+            if not ref.strip() or not numbers:
+                raise HapflowError(f"{option} {text!r}: write PORT=NUMBER"
+                                   + (" or PORT=LO,HI" if key == "limit" else "")
+                                   + ", e.g. motor=10")
+            override(graph, ref.strip(), key, numbers[0] if len(numbers) == 1 else numbers)
 
 
 def _backend(args: argparse.Namespace, graph) -> Backend:
@@ -110,6 +153,7 @@ def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
     """``hapflow run --mode hil``: run, print the summary, return the exit status."""
     from .runner import HilRunner, RealTime
     from .safety import Policy
+    apply_safety_options(args, graph)
     policy = Policy(**{k: v for k, v in (("max_overruns", args.max_overruns),
                                           ("max_lateness", args.max_lateness),
                                           ("hardware_watchdog", args.hw_watchdog))
@@ -119,7 +163,9 @@ def run_hil(args: argparse.Namespace, graph, out: Path) -> int:
     backend = type(runner.backend).__name__
 
     def started(rt: str) -> None:
-        print(f"real time: {graph.name} at {graph.rate:g} Hz on {backend} ({rt}); Ctrl-C stops "
+        clock = ("real time: " if runner.backend.paced else
+                 "unpaced (a virtual sample clock, as fast as the loop runs): ")
+        print(f"{clock}{graph.name} at {graph.rate:g} Hz on {backend} ({rt}); Ctrl-C stops "
               "safely", flush=True)
         if args.live:
             from .live import serve_stream
@@ -152,6 +198,7 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
     from .bindings import bind
     from .split import controller_graph, plant_blocks, plant_graph
     graph = load(args.graph)
+    apply_safety_options(args, graph)
     b = bind(graph)
     controller = controller_graph(graph, b.channels)
     controller.graph.check()
@@ -178,6 +225,8 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
         extra = f"[{limit[0]:g}, {limit[1]:g}]" if limit else ""
         if c.port in b.velocity_limits:
             extra += f" |v| <= {b.velocity_limits[c.port]:g} {c.unit}/s"
+        if c.port in b.ramps:
+            extra += f" ramp {b.ramps[c.port]:g} s" if b.ramps[c.port] else " cut at once"
         print(f"  {c.port:22s} {c.kind:11s} {c.physical:18s} {scale:>12s}  {span:24s} {extra}")
     if controller.dropped:
         print("\nnot recorded in HIL mode: " + ", ".join(controller.dropped))
@@ -208,6 +257,7 @@ def cmd_hil_arm(args: argparse.Namespace) -> int:
     from .arm import arm
     from .bindings import bind
     graph = load(args.graph)
+    apply_safety_options(args, graph)
     backend = _backend(args, graph)
     try:
         for line in arm(backend, bind(graph)):
@@ -221,9 +271,14 @@ def cmd_hil_arm(args: argparse.Namespace) -> int:
 
 def cmd_hil_serve(args: argparse.Namespace) -> int:
     """``hapflow hil serve``: the simulated NI-DAQmx gRPC device server (``grpc_sim``)."""
+    import gc
     from .grpc_sim import run_server
     run_server(args.graph, port=args.port, host=args.host, seed=args.seed,
                free_running=args.free_running, faults=args.fault)
+    # Stopped (Ctrl-C, SIGTERM): what is left is the exit, whose final collections walked
+    # every object of the compiled rig (2.3-3.7 s measured); nothing needs finalising
+    # (no file is open), so the heap is left to the OS
+    gc.freeze()
     return 0
 
 
@@ -243,6 +298,7 @@ def _card_arguments(parser: argparse.ArgumentParser, daq_help: str) -> None:
     parser.add_argument("graph", help="YAML graph file")
     parser.add_argument("--daq", choices=("sim", "nidaqmx"), default="sim", help=daq_help)
     parser.add_argument("--grpc", metavar="HOST:PORT", help="NI-DAQmx gRPC server")
+    safety_options(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

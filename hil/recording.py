@@ -13,6 +13,13 @@ The file has the layout of :mod:`hapflow.recorder` (``/time``,
                                       late, on inputs interpolated across the stall, and its
                                       command never reached the card (which held the last one;
                                       see :mod:`hapflow.hil.runner`)
+    /hil/card/ai_volts  (N, AI) float64, V   each analog input as the card read it
+    /hil/card/counts    (N, CI) int64        each encoder's count as the card read it
+    /hil/card/ao_volts  (N, AO) float64, V   each analog output as the card put it out:
+                                             written, held over a missed edge, or safe
+    /hil/card/enable    (N, DO) bool         each enable line's level on the card
+                     (attribute ``channels``: the physical channel and port of each
+                     column; a dataset with no channel is left out)
     /hil/live/tick, block, parameter, old, new
                      live parameter changes (:mod:`hapflow.hil.live`): the first tick
                      that ran with the new value, and the values as YAML text
@@ -25,7 +32,9 @@ the controller's recorded signals, every card input under its hardware name
 (``motor.force_cmd``, after the safety layer), all in SI units.  A row of a
 missed edge holds the interpolated inputs, the command the card held, the
 wake-up and lateness of the tick that ran it late, its own compute time,
-``skipped`` 0 and ``overrun`` False (the stall counts once, on that tick).
+``skipped`` 0 and ``overrun`` False (the stall counts once, on that tick); its
+``/hil/card`` inputs are the samples read by that tick (the card's samples of
+the missed edge were never read).
 
 Writing HDF5 from the loop's thread costs 0.1-0.8 ms per dataset and holds
 the GIL (measured: a writer thread doubles the missed edges of a 4 kHz
@@ -55,21 +64,33 @@ FLAGS = ("overrun", "missed")
 """Per-tick bool datasets under ``/hil``."""
 
 
-class Buffer:
-    """One chunk of rows in shared memory: controller log, commands, timing."""
+CARD = {"ai_volts": np.float64, "counts": np.int64, "ao_volts": np.float64,
+        "enable": np.bool_}
+"""Per-tick datasets of ``/hil/card``: what the card read and put out, one column a channel."""
 
-    def __init__(self, ticks: int, log_cols: int, commands: int):
-        self.shape = (ticks, max(1, log_cols), commands)
-        sizes = [ticks * max(1, log_cols) * 8, ticks * commands * 8, ticks * 4 * 8, ticks, ticks]
-        total = sum(sizes)
-        self.shm = shared_memory.SharedMemory(create=True, size=max(1, total))
-        at = np.cumsum([0, *sizes])
-        buf = self.shm.buf
-        self.log = np.ndarray((ticks, max(1, log_cols)), np.float64, buf, at[0])
-        self.commands = np.ndarray((ticks, commands), np.float64, buf, at[1])
-        self.timing = np.ndarray((ticks, 4), np.int64, buf, at[2])
-        self.overrun = np.ndarray((ticks,), np.bool_, buf, at[3])
-        self.missed = np.ndarray((ticks,), np.bool_, buf, at[4])
+
+class Buffer:
+    """One chunk of rows in shared memory: controller log, commands, timing, card I/O.
+
+    ``card`` gives the columns of each :data:`CARD` array (``ao_volts`` has one per
+    command; a missing name has none).
+    """
+
+    def __init__(self, ticks: int, log_cols: int, commands: int,
+                 card: dict[str, int] | None = None):
+        widths = {name: (card or {}).get(name, 0) for name in CARD}
+        widths["ao_volts"] = commands
+        arrays = {"log": ((ticks, max(1, log_cols)), np.float64),
+                  "commands": ((ticks, commands), np.float64),
+                  "timing": ((ticks, 4), np.int64),
+                  **{name: ((ticks, widths[name]), CARD[name]) for name in CARD},
+                  "overrun": ((ticks,), np.bool_), "missed": ((ticks,), np.bool_)}
+        order = sorted(arrays, key=lambda k: np.dtype(arrays[k][1]).itemsize, reverse=True)
+        sizes = [int(np.prod(arrays[k][0])) * np.dtype(arrays[k][1]).itemsize for k in order]
+        self.shm = shared_memory.SharedMemory(create=True, size=max(1, sum(sizes)))
+        for name, at in zip(order, np.cumsum([0, *sizes])):     # widest first: aligned
+            shape, dtype = arrays[name]
+            setattr(self, name, np.ndarray(shape, dtype, self.shm.buf, int(at)))
         self.rows = [self.log[k:k + 1] for k in range(ticks)]     # views made once
         self.tick0 = 0
         self.n = 0
@@ -77,6 +98,8 @@ class Buffer:
     def release(self, unlink: bool) -> None:
         """Drop the views and the shared memory."""
         self.log = self.commands = self.timing = self.overrun = self.missed = None
+        for name in CARD:
+            setattr(self, name, None)
         self.rows = []
         self.shm.close()
         if unlink:
@@ -130,6 +153,9 @@ class HilRecorder:
         Rows per buffer.
     log_cols, commands : int
         Columns of the controller log and number of commands.
+    card : dict, optional
+        :data:`CARD` name -> a label (physical channel and port) per column, for
+        ``/hil/card``.
 
     Raises
     ------
@@ -138,16 +164,19 @@ class HilRecorder:
     """
 
     def __init__(self, path: str | Path, signals: dict[str, tuple[str | None, tuple[str, int]]],
-                 rate: float, attrs: dict[str, Any], ticks: int, log_cols: int, commands: int):
+                 rate: float, attrs: dict[str, Any], ticks: int, log_cols: int, commands: int,
+                 card: dict[str, list[str]] | None = None):
         self.path = Path(path)
-        self.buffers = [Buffer(ticks, log_cols, commands) for _ in range(2)]
+        card = {name: list((card or {}).get(name, ())) for name in CARD}
+        widths = {name: len(labels) for name, labels in card.items()}
+        self.buffers = [Buffer(ticks, log_cols, commands, widths) for _ in range(2)]
         self.busy = [False, False]
         self.pipe = threading.Lock()    # the loop's chunks and other threads' notes
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_writer, daemon=True, name="hapflow-recorder",
                                 args=(child, self.conn, str(self.path), signals, rate,
-                                      attrs, self.buffers))
+                                      attrs, self.buffers, card))
         self.proc.start()
         child.close()
         kind, msg = self._recv()
@@ -211,7 +240,7 @@ class HilRecorder:
 
 
 def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
-            buffers: list[Buffer]) -> None:
+            buffers: list[Buffer], card: dict[str, list[str]] | None = None) -> None:
     """The writer process: create the file, append chunks on request, close.
 
     ``buffers`` are the loop's own objects: the fork shares their memory.
@@ -234,6 +263,14 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
         for name in FLAGS:
             timing[name] = group.create_dataset(name, shape=(0,), maxshape=(None,),
                                                 chunks=(8192,), dtype="bool")
+        for name, labels in (card or {}).items():
+            if labels:
+                ds = group.create_dataset(f"card/{name}", shape=(0, len(labels)),
+                                          maxshape=(None, len(labels)),
+                                          chunks=(1024, len(labels)), dtype=CARD[name])
+                ds.attrs["channels"] = labels
+                ds.attrs["unit"] = "V" if name.endswith("volts") else ""
+                timing[name] = ds
     try:
         rec = Recorder(path, {n: ((1,), "f8", unit) for n, (unit, _) in signals.items()}, attrs,
                        extend=timing_group)
@@ -286,6 +323,9 @@ def _append(rec, timing: dict, buf: Buffer, signals: dict, tick0: int, n: int,
         _extend(timing[name], n0, buf.timing[:n, k])
     _extend(timing["overrun"], n0, buf.overrun[:n])
     _extend(timing["missed"], n0, buf.missed[:n])
+    for name in CARD:
+        if name in timing:
+            _extend(timing[name], n0, getattr(buf, name)[:n])
     rec.file.flush()
 
 

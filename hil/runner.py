@@ -111,6 +111,8 @@ class HilResult:
         Ticks that overran (see :class:`~hapflow.hil.safety.Watchdog`).
     dropped : list of str
         Recorded signals of the graph that a real rig cannot provide.
+    paced : bool
+        The card's sample clock ran in real time (False: a simulated card's virtual clock).
     """
 
     ticks: int
@@ -123,12 +125,14 @@ class HilResult:
     overruns: int
     timing: dict[str, np.ndarray] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
+    paced: bool = True
 
     def summary(self) -> str:
         """One line: ticks, wall time, overruns, CPU, file."""
-        line = (f"{self.ticks} ticks ({self.ticks / self.rate:g} s) in real time at "
-                f"{self.rate:g} Hz: {self.overruns} overruns, CPU {self.cpu_percent:.0f} %; "
-                f"{self.settings}")
+        clock = "in real time" if self.paced else "unpaced, on the virtual sample clock"
+        line = (f"{self.ticks} ticks ({self.ticks / self.rate:g} s) {clock} at "
+                f"{self.rate:g} Hz in {self.wall:.3g} s: {self.overruns} overruns, CPU "
+                f"{self.cpu_percent:.0f} %; {self.settings}")
         return line + (f" -> {self.path}" if self.path else "")
 
 
@@ -271,11 +275,17 @@ class HilRunner:
             signals[c.port] = (c.unit, ("command", k))
         return signals
 
-    def _attrs(self, backend_name: str) -> dict[str, Any]:
+    def card_columns(self) -> dict[str, list[str]]:
+        """The channels of each ``/hil/card`` dataset, as ``Dev1/ai0 (head.force)``."""
+        label = lambda chs: [f"{c.physical} ({c.port})" for c in chs]
+        return {"ai_volts": label(self.ai), "counts": label(self.ci),
+                "ao_volts": label(self.ao), "enable": label(self.do)}
+
+    def _attrs(self, backend_name: str, duration: float) -> dict[str, Any]:
         from hapflow.yamlio import to_yaml
         g = self.graph
         return dict(graph_yaml=to_yaml(g), graph_source=getattr(g, "source_text", None),
-                    name=g.name, rate=g.rate, seed=g.seed, duration=g.duration, solver=g.solver,
+                    name=g.name, rate=g.rate, seed=g.seed, duration=duration, solver=g.solver,
                     hapflow_version=__version__, numba_version=numba.__version__,
                     interpreted=False, mode="hil", backend=backend_name, period_ns=self.period,
                     policy=f"max_overruns={self.policy.overruns_at(self.rate)}, "
@@ -322,8 +332,9 @@ class HilRunner:
         rec = None
         if out is not None:
             rec = HilRecorder(out, self._signals(), self.rate,
-                              self._attrs(type(self.backend).__name__), self.chunk_ticks,
-                              self.sim.layout.sizes["log"], len(self.ao))
+                              self._attrs(type(self.backend).__name__, duration),
+                              self.chunk_ticks, self.sim.layout.sizes["log"], len(self.ao),
+                              self.card_columns())
         loop = _Loop(self, rec, total)
         unwatch = self._watch(watch, loop, rec) if watch is not None else None
         self.live.on_change = (lambda change: rec.note(change.row())) if rec is not None else None
@@ -359,7 +370,7 @@ class HilRunner:
         loop.release()
         return HilResult(loop.done, self.rate, wall, cpu, loop.event,
                          Path(out) if out is not None else None, settings.summary(),
-                         loop.overruns, timing, self.half.dropped)
+                         loop.overruns, timing, self.half.dropped, self.backend.paced)
 
     def _watch(self, watch: Callable, loop: "_Loop", rec: HilRecorder | None) -> Callable:
         """Start the watcher (before the real-time settings: its process must not inherit
@@ -433,7 +444,8 @@ class _Loop:
         self.rec = rec
         self.total = total
         self.buffers = (rec.buffers if rec is not None else
-                        [Buffer(max(1, total), runner.sim.layout.sizes["log"], len(runner.ao))])
+                        [Buffer(max(1, total), runner.sim.layout.sizes["log"], len(runner.ao),
+                                {k: len(v) for k, v in runner.card_columns().items()})])
         self.ai = np.zeros(len(runner.ai))
         self.counts = np.zeros(len(runner.ci), dtype=np.int64)
         self.values = np.zeros(len(runner.inputs))
@@ -445,6 +457,10 @@ class _Loop:
         self.j = self.which = 0             # row in the buffer, buffer in use
         self.ao = np.zeros(len(runner.ao))
         self.enable = np.array([c.active for c in runner.do], dtype=np.bool_)
+        self.safe_ao = np.array([c.safe for c in runner.ao])
+        self.safe_do = np.array([bool(c.safe) for c in runner.do], dtype=np.bool_)
+        self.card_ao = self.safe_ao.copy()  # what the card puts out (recorded): safe
+        self.card_do = self.safe_do.copy()  # until the first write
         interval = runner.policy.pet_interval()
         self.pet_ns = int(interval * 1e9) if np.isfinite(interval) else 2 ** 62
         self.petted = -2 ** 62              # card time (ns) of the last pet
@@ -487,6 +503,9 @@ class _Loop:
             self.r.backend.safe_state()
         except DaqError as exc:
             self.trip(tick, "DAQ error", f"could not reach the safe state: {exc}")
+        else:
+            self.card_ao[:] = self.safe_ao
+            self.card_do[:] = self.safe_do
 
     def trip(self, tick: int, kind: str, message: str) -> None:
         """Record the first safety event."""
@@ -594,6 +613,8 @@ class _Loop:
                 try:
                     _volts(self.commands, *self.par_out, self.ao)
                     be.write(self.ao, self.enable)
+                    self.card_ao[:] = self.ao
+                    self.card_do[:] = self.enable
                     if edge - self.petted >= self.pet_ns:   # by the card's clock, which
                         be.pet()                              # a slow loop does not slow
                         self.petted = edge
@@ -649,13 +670,17 @@ class _Loop:
         buf.timing[j, 3] = skipped
         buf.overrun[j] = overrun
         buf.missed[j] = missed
+        buf.ai_volts[j] = self.ai
+        buf.counts[j] = self.counts
+        buf.ao_volts[j] = self.card_ao
+        buf.enable[j] = self.card_do
         self.j = j = j + 1
         buf.n = j
         self.done = tick + 1
         self.status.values[Status.ROWS] = j
+        if self.r.sim.sinks and self.done % self.r.chunk_ticks == 0:
+            self.r.sim.drain(tick=self.done)        # MIDI/sound sinks, once per chunk (their limit)
         if j == len(buf.rows) and self.rec is not None:
-            if self.r.sim.sinks:
-                self.r.sim.drain(tick=tick + 1)     # MIDI/sound sinks, once per chunk (their limit)
             self.rec.send(self.which)               # the writer process appends it
             self.which = 1 - self.which
             self.buf = self.rec.claim(self.which)

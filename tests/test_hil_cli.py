@@ -55,6 +55,7 @@ def test_report_prints_percentiles_histogram_and_plots(bed, tmp_path, capsys):
     assert png.stat().st_size > 10_000
     with h5py.File(out) as f:
         assert "motor.bandwidth: 30.0" in f.attrs["graph_yaml"] or "bandwidth: 30" in f.attrs["graph_yaml"]
+        assert f.attrs["duration"] == 0.3           # --duration's, not the file's 2 s
 
 
 def test_report_of_a_simulation_recording_is_a_clear_error(bed, tmp_path, capsys):
@@ -170,7 +171,11 @@ def test_unpaced_sim_card_from_the_command_line_is_the_agreement_legs_recording(
     out = tmp_path / "cli.h5"
     assert main(["run", SWEEP, "--mode", "hil", "--daq", "sim", "--unpaced", "--duration", "0.25",
                  "--out", str(out)]) == 0
-    assert "0 overruns" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert printed.startswith("unpaced (a virtual sample clock, as fast as the loop runs): "
+                              "colton2005-sweep at 4000 Hz on SimDaq"), printed
+    assert "1000 ticks (0.25 s) unpaced, on the virtual sample clock at 4000 Hz" in printed
+    assert "0 overruns" in printed and "real time" not in printed
     leg = record(SWEEP, "hil", 0.25, tmp_path / "leg.h5")
     with h5py.File(out) as a, h5py.File(leg) as b:
         assert a["time"].shape == (1000,)
@@ -183,3 +188,112 @@ def test_unpaced_applies_to_the_simulated_card_only(capsys):
                  "--duration", "0.1"])
     assert code != 0
     assert "--unpaced applies to --daq sim only" in capsys.readouterr().err
+
+
+def test_limits_and_ramp_set_on_the_command_line_are_checked_shown_run_and_recorded(
+        bed, tmp_path, capsys):
+    """The bed's file says: force limit 15 N, cut at once (ramp 0); stroke 30 mm."""
+    assert main(["hil", "check", bed, "--limit", "motor=2", "--ramp", "motor.force_cmd=0.02",
+                 "--limit", "enc=-0.005,0.02", "--velocity-limit", "enc.pos=0.3"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  ")}
+    assert "[-2, 2] ramp 0.02 s" in rows["motor.force_cmd"]
+    assert "[-0.005, 0.02] |v| <= 0.3 m/s" in rows["enc.pos"]
+    assert main(["hil", "check", bed]) == 0
+    assert "[-15, 15] cut at once" in capsys.readouterr().out
+    # the PID's first command is 5 N (kd times the sine's speed): a 2 N limit trips at once
+    out = tmp_path / "run.h5"
+    assert main(["run", bed, "--mode", "hil", "--daq", "sim", "--unpaced", "--duration", "1",
+                 "--out", str(out), "--limit", "motor=2"]) == 1
+    err = capsys.readouterr().err
+    assert "force limit: motor.force_cmd (Dev1/ao0)" in err and "outside [-2, 2] N" in err, err
+    # the 10 mm sine passes -5 mm after 0.29 s: a stroke limit there, and the command ramps
+    # to zero over 20 ticks (the file cuts it at once)
+    assert main(["run", bed, "--mode", "hil", "--daq", "sim", "--unpaced", "--duration", "1",
+                 "--out", str(out), "--limit", "enc=-0.005,0.02", "--ramp", "motor=0.02"]) == 1
+    err = capsys.readouterr().err
+    assert "stroke limit: enc.pos (Dev1/ctr0)" in err and "outside [-0.005, 0.02] m" in err, err
+    rec = hf.recorder.load(out)
+    trip = rec.attrs["safety_tick"]
+    ramp = rec["motor.force_cmd"][trip:, 0]
+    assert 280 < trip < 300 and abs(ramp[0]) > 0.5 and ramp.size == 22
+    np.testing.assert_allclose(ramp, ramp[0] * (1 - np.arange(ramp.size) / 20).clip(0),
+                               atol=1e-12)
+    assert "limit: [-0.005, 0.02]" in rec.attrs["graph_yaml"], rec.attrs["graph_yaml"]
+    assert "ramp: 0.02" in rec.attrs["graph_yaml"] and rec.attrs["duration"] == 1.0
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--limit", "motor"], "--limit 'motor': write PORT=NUMBER or PORT=LO,HI, e.g. motor=10"),
+    (["--ramp", "motor=soon"], "--ramp 'motor=soon': write PORT=NUMBER, e.g. motor=10"),
+    (["--limit", "motr=10"], "'motr' is not bound to the card; did you mean 'motor'?"),
+    (["--limit", "motor.force=10"], "'motor' binds port 'force_cmd' only; write motor or "
+                                    "motor.force_cmd"),
+    (["--limit", "head.accel=10"], "name one bound port of 'head': head.force"),
+    (["--ramp", "enc=0.1"], "hardware enc.pos: ramp applies to analog outputs (commands)"),
+    (["--ramp", "motor=-1"], "hardware motor.force_cmd: ramp must be >= 0 s"),
+    (["--velocity-limit", "motor=1"], "velocity_limit applies to a measured position"),
+])
+def test_safety_options_refused_with_what_is_valid(bed, option, message, capsys):
+    assert main(["hil", "check", bed, *option]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_hil_options_in_sim_mode_are_refused(bed, capsys):
+    for option in (["--limit", "motor=2"], ["--ramp", "motor=0.1"], ["--unpaced"]):
+        assert main(["run", bed, *option, "--no-progress"]) == 2
+        assert f"{option[0]} applies to --mode hil" in capsys.readouterr().err
+
+
+def test_the_card_inputs_outputs_and_enable_line_are_recorded(bed, tmp_path):
+    """/hil/card: the volts and counts read, the volts and enable level put out, up to and
+    including the trip that puts the card in its safe state (0 V, enable low)."""
+    out = tmp_path / "run.h5"
+    assert main(["run", bed, "--mode", "hil", "--daq", "sim", "--unpaced", "--duration", "1",
+                 "--out", str(out), "--limit", "enc=-0.005,0.02"]) == 1
+    rec = hf.recorder.load(out)
+    trip = rec.attrs["safety_tick"]
+    with h5py.File(out) as f:
+        card = {k: f["hil/card"][k][:] for k in ("ai_volts", "counts", "ao_volts", "enable")}
+        assert [f["hil/card"][k].attrs["channels"].tolist() for k in card] == [
+            ["Dev1/ai0 (head.force)"], ["Dev1/ctr0 (enc.pos)"], ["Dev1/ao0 (motor.force_cmd)"],
+            ["Dev1/port0/line0 (motor.enable)"]]
+    assert all(v.shape == (trip + 1, 1) for v in card.values())
+    # the signals are the card's numbers scaled: 10 N/V, 5 um/count, 4 N/V (a 16-bit DAC)
+    np.testing.assert_array_equal(rec["head.force"], 10.0 * card["ai_volts"])
+    np.testing.assert_array_equal(rec["enc.pos"], 5e-6 * card["counts"])
+    np.testing.assert_allclose(4.0 * card["ao_volts"][:trip], rec["motor.force_cmd"][:trip],
+                               atol=1e-12)
+    assert np.ptp(card["counts"]) > 1000 and np.ptp(card["ai_volts"]) > 0.1
+    assert card["enable"][:trip].all() and not card["enable"][trip:].any()
+    assert card["ao_volts"][trip, 0] == 0.0 and np.abs(card["ao_volts"][trip - 1, 0]) > 0.1
+
+
+def test_a_run_kept_in_memory_drains_its_sinks_every_chunk(bed, tmp_path):
+    """A sink buffers one chunk (here 500 ticks): a run with no file drains it as often as
+    a recorded run does, so nothing is dropped and both write the same sound."""
+    from scipy.io import wavfile
+    import warnings
+    from hapflow.blocks.sinks import SinkWarning
+    from hapflow.hil.runner import HilRunner
+    from hapflow.hil.safety import Policy
+    from hapflow.hil.simdaq import SimDaq
+    from hapflow.yamlio import loads
+
+    def run(name, out):
+        wav = tmp_path / name
+        text = (Path(bed).read_text()
+                .replace("blocks:\n", "blocks:\n  snd: {type: SoundSink, mode: signal, live: "
+                                      f"false, gain: 0.01, capacity: 500, file: '{wav}'}}\n")
+                .replace("wires:\n", "wires:\n  - pid.force_cmd -> snd.u\n"))
+        graph = loads(text, bed)
+        runner = HilRunner(graph, SimDaq(graph, seed=1, paced=False), Policy(max_lateness=1.0))
+        assert runner.sim.chunk_ticks == 500
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SinkWarning)
+            assert runner.run(2.0, out=out).ticks == 2000
+        return wavfile.read(wav)
+    fs, kept = run("kept.wav", None)
+    _, recorded = run("recorded.wav", tmp_path / "run.h5")
+    assert kept.size > 1.99 * fs and np.ptp(kept) > 100        # (less the resampler's delay)
+    np.testing.assert_array_equal(kept, recorded)
