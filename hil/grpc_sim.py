@@ -438,10 +438,11 @@ def run_server(path: str, port: int = 31763, host: str = "localhost", seed: int 
     server, bound = serve(graph, channels, seed=seed, faults=[Fault.parse(f) for f in faults],
                           address=f"{host}:{port}", paced=not free_running)
     devices = sorted({c.device for c in channels})
+    # the handler before the line that says it serves: a SIGTERM right after it stops it too
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: server.stop(None))
     print(f"simulated NI-DAQmx device server for {path} on {host}:{bound} "
           f"(devices {', '.join(devices)}; {'free-running' if free_running else 'paced'}); "
           f"Ctrl-C stops it", flush=True)
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: server.stop(None))
     try:
         server.wait_for_termination()
     except KeyboardInterrupt:

@@ -78,6 +78,7 @@ class Buffer:
 
     def __init__(self, ticks: int, log_cols: int, commands: int,
                  card: dict[str, int] | None = None):
+        self.shape = (ticks, max(1, log_cols), commands)
         widths = {name: (card or {}).get(name, 0) for name in CARD}
         widths["ao_volts"] = commands
         arrays = {"log": ((ticks, max(1, log_cols)), np.float64),
