@@ -55,7 +55,7 @@ def file_accuracy(folder: Path) -> tuple[float, float, float]:
     midi_err = float(np.max(np.abs(np.array(ons) - list(events))))
     fs, x = wavfile.read(folder / "b.wav")
     tt = np.arange(x.size) / fs
-    from hapflow.audio import Tone, note_frequency
+    from hapflow.blocks.audio import Tone, note_frequency
     tone = Tone(note_frequency(60), 6, 0.3, 0.0)
     ref = sum(0.25 * tone.samples(tt - t0) for t0 in events)
     slope = np.gradient(ref, 1.0 / fs)

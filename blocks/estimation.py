@@ -81,7 +81,7 @@ def _mm(a, ao, b, bo, c, co, r, k, q, bt, acc, sym):
 
 
 @njit_noalloc
-def _chol(a, ao, scale, c, co, n):
+def chol(a, ao, scale, c, co, n):
     """Lower Cholesky factor of ``scale * a[n x n]`` into ``c`` (upper part zeroed).
 
     A pivot that is not positive (the matrix is not positive definite) gives
@@ -103,7 +103,7 @@ def _chol(a, ao, scale, c, co, n):
 
 
 @njit_noalloc
-def _right_solve(lf, lo, m, k, ko, rows):
+def right_solve(lf, lo, m, k, ko, rows):
     """``k[rows x m] <- k S^-1`` in place, ``S = L L'`` given its Cholesky factor ``L`` at ``lf[lo]``.
 
     Row by row (``S`` is symmetric): solve ``L w = k_i``, then ``L' v = w``.
@@ -194,11 +194,11 @@ def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym):
 # step on the 6-state arm, for about 20 % more compile time; the others stay calls.
 _Ops = namedtuple("_Ops", "ax bu hx nnn nnt pht hpht ky kpt kkt kr ksk chol_m chol_n solve "
                           "points wmean_n wmean_m wcov_nn wcov_mm wcov_nm")
-GENERIC = _Ops(_mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _chol, _chol,
-               _right_solve, _sigma_points, _weighted_mean, _weighted_mean, _weighted_cov,
+GENERIC = _Ops(_mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, chol, chol,
+               right_solve, _sigma_points, _weighted_mean, _weighted_mean, _weighted_cov,
                _weighted_cov, _weighted_cov)
 _INLINE = {fn: njit_noalloc(inline="always")(fn.py_func)
-           for fn in (_mm, _chol, _right_solve, _sigma_points, _weighted_mean, _weighted_cov)}
+           for fn in (_mm, chol, right_solve, _sigma_points, _weighted_mean, _weighted_cov)}
 
 
 @lru_cache(maxsize=None)
@@ -214,19 +214,19 @@ def _fixed_mm(r: int, k: int, q: int, bt: bool, acc: bool, sym: bool) -> Callabl
 
 @lru_cache(maxsize=None)
 def _fixed_chol(n: int) -> Callable:
-    """:func:`_chol` of an ``n x n`` matrix."""
-    body = _INLINE[_chol]
+    """:func:`chol` of an ``n x n`` matrix."""
+    body = _INLINE[chol]
 
     @njit_noalloc
-    def chol(a, ao, scale, c, co, n_):
+    def factor(a, ao, scale, c, co, n_):
         body(a, ao, scale, c, co, n)
-    return chol
+    return factor
 
 
 @lru_cache(maxsize=None)
 def _fixed_solve(m: int, rows: int) -> Callable:
-    """:func:`_right_solve` of a ``rows x m`` matrix."""
-    body = _INLINE[_right_solve]
+    """:func:`right_solve` of a ``rows x m`` matrix."""
+    body = _INLINE[right_solve]
 
     @njit_noalloc
     def solve(lf, lo, m_, k, ko, rows_):

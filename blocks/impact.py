@@ -47,7 +47,7 @@ from hapflow.names import Derived, offsets
 from hapflow.params import Live, Structural, at_least, between, positive
 from hapflow.ports import In, Out
 
-from .estimation import _chol, _right_solve
+from .estimation import chol, right_solve
 
 # discrete state: a header, then rings: paddle pos[B], paddle vel[B], impact t[W+1], J[W+1]
 # (one more than the window: the impact before it carries the estimate forward);
@@ -218,11 +218,11 @@ def _newton(d, p, first, n):
         for _try in range(30):                        # raise the damping until the cost falls
             for i in range(q):
                 d[a + i * q + i] *= 1.0 + lam
-            _chol(d, a, 1.0, d, fac, q)
+            chol(d, a, 1.0, d, fac, q)
             for i in range(q):
                 d[a + i * q + i] /= 1.0 + lam
                 d[step + i] = d[g + i]
-            _right_solve(d, fac, q, d, step, 1)
+            right_solve(d, fac, q, d, step, 1)
             for i in range(n):
                 d[trial + i] = d[nodes + i] - d[step + i]
             en = min(max(e - d[step + n], 1e-3), 1.0)

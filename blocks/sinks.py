@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from hapflow.audio import AudioStream, Resampler, Tone, Voices, WavWriter, note_frequency
+from .audio import AudioStream, Resampler, Tone, Voices, WavWriter, note_frequency
 from hapflow.block import Block, ParamError
 from hapflow.errors import SimulationError
 from hapflow.params import Live, Structural, at_least, between, nonnegative, one_of, positive
@@ -363,7 +363,7 @@ class SoundSink(_Sink):
     ``gain * min(strike / full_speed, 1)`` (full scale 1).  The tone has
     ``partials`` partials: partial k at ``k f0 sqrt(1 + B k^2)`` Hz
     (``B`` = ``inharmonicity``), amplitude proportional to ``1/k``, decay
-    time constant ``decay / k`` s (see :class:`hapflow.audio.Tone`).
+    time constant ``decay / k`` s (see :class:`hapflow.blocks.audio.Tone`).
     Notes overlap; each is dropped once 80 dB down.
 
     **mode signal** (input ``u``): the audio is ``gain * u``, linearly

@@ -3,7 +3,7 @@
 Build a :class:`Graph` of typed blocks in Python or load one from YAML
 (:func:`load`), then run it with :class:`Simulation`.
 """
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .block import Block, ParamError  # noqa: E402
 from .errors import GraphError, HapflowError, SimulationError  # noqa: E402

@@ -12,6 +12,7 @@ import argparse
 import signal
 import sys
 from contextlib import contextmanager
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -39,29 +40,27 @@ def _settings(pairs: Sequence[str]) -> dict[str, object]:
     return out
 
 
-def _load(path: str) -> Graph:
-    """The graph file, its ``hardware:`` section checked too: a simulation does not use it,
-    but a bad binding should not wait for the day the rig is connected."""
+def _load(args: argparse.Namespace) -> Graph:
+    """The graph file, its ``hardware:`` section checked too (by the HIL package, which
+    registers ``bind_hardware``): a simulation does not use it, but a bad binding should not
+    wait for the day the rig is connected."""
     from .yamlio import load
-    graph = load(path)
-    if graph.hardware:
-        from .hil.bindings import bind
-        bind(graph)
+    graph = load(args.graph)
+    if graph.hardware and getattr(args, "bind_hardware", None):
+        args.bind_hardware(graph)
     return graph
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .simulation import Simulation
-    graph = _load(args.graph)
+    graph = _load(args)
     for key, value in _settings(args.set).items():    # live or structural: nothing is compiled yet
         graph.set(key, value)
     out = Path(args.out) if args.out else Path("out") / f"{Path(args.graph).stem}.h5"
     if args.mode == "hil":
-        from .hil.commands import run_hil
-        status = run_hil(args, graph, out)
+        status = args.run_hil(args, graph, out)
         if args.plot and out.exists():         # after a safety stop too, the stop marked
-            from .hil.report import trip_marks
-            _plot(out, args.plot, trip_marks)
+            _plot(out, args.plot, args.plot_marks)
         return status
     for option in ("daq", "grpc", "fifo", "cpu", "max_overruns", "max_lateness",
                    "hw_watchdog", "dashboard"):
@@ -117,7 +116,7 @@ def _plot(recording: Path, png: str, marks=lambda attrs: []) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .compiler import compile_graph
-    graph = _load(args.graph)
+    graph = _load(args)
     program = compile_graph(graph, interpret=True)
     sched, layout = program.schedule, program.layout
     print(f"{args.graph}: OK — {len(graph.nodes)} blocks, {len(graph.wires)} wires, "
@@ -192,8 +191,6 @@ def parser() -> argparse.ArgumentParser:
                      help="run the generated code as plain Python (slow reference)")
     run.add_argument("--no-progress", dest="progress", action="store_false",
                      help="no progress bar")
-    from .hil.commands import add_run_options, register as register_hil
-    add_run_options(run)  # --mode hil, --daq, --grpc ...
     run.set_defaults(func=cmd_run)
     check = sub.add_parser("check", help="validate a graph; print execution order and layout")
     check.add_argument("graph", help="YAML graph file")
@@ -205,12 +202,17 @@ def parser() -> argparse.ArgumentParser:
     blocks = sub.add_parser("blocks", help="block reference")
     blocks.add_argument("name", nargs="?", help="a block type for its full reference")
     blocks.set_defaults(func=cmd_blocks)
-    from .ident.commands import register as register_ident
-    register_ident(sub)  # identify, verify
-    register_hil(sub)  # hil check, hil serve, report
-    from .study.commands import register as register_study
-    register_study(sub)  # study
+    entries = sorted(entry_points(group="hapflow.commands"),
+                     key=lambda e: (COMMAND_ORDER.index(e.name) if e.name in COMMAND_ORDER
+                                    else len(COMMAND_ORDER), e.name))
+    for entry in entries:
+        entry.load()(sub)    # identify, verify, camera; hil, report and --mode hil; study
     return p
+
+
+COMMAND_ORDER = ("ident", "hil", "study")
+"""Where the ``hapflow.commands`` entry points of hapflow's own packages list their
+subcommands in ``hapflow --help`` (a plug-in's come after, by name)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

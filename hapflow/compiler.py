@@ -36,6 +36,7 @@ from typing import Callable
 import numba
 
 from . import events, sourcecache
+from .cachedir import cache_dir
 from .codegen import Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
@@ -72,15 +73,6 @@ class Program:
         if self.path is not None and Path(path) == self.path:
             return block_at_line(self.source, line)
         return None
-
-
-def cache_dir() -> Path:
-    """Folder for generated sources and numba's cache files."""
-    env = os.environ.get("HAPFLOW_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "hapflow"
 
 
 _STARTED_NS = time.time_ns()

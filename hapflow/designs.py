@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .compiler import cache_dir
+from .cachedir import cache_dir
 
 
 def cached(name: str, args: tuple, design: Callable[[], np.ndarray]) -> np.ndarray:

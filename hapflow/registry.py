@@ -9,7 +9,6 @@ is imported from a path written in a graph file.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Iterator
 
@@ -42,10 +41,13 @@ def registered(*classes: type) -> Iterator[None]:
 
 
 def _load() -> None:
+    """Import the block libraries (``hapflow.libraries`` entry points: the built-in
+    ``hapflow.blocks`` is one), once."""
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        import_module("hapflow.blocks")
+        for library in entry_points(group="hapflow.libraries"):
+            library.load()
 
 
 def lookup(name: str) -> type | None:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import numba
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .block import Block
 from .compiler import Program, compile_error, compile_graph
 from .errors import GraphError, SimulationError

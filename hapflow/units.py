@@ -165,7 +165,7 @@ def _registry() -> Any:
     """pint's registry from its own definition file with ``radian`` and ``count`` made base
     dimensions (see the module docstring)."""
     import pint
-    from .compiler import cache_dir
+    from .cachedir import cache_dir
     source = Path(pint.__file__).parent
     text = (source / "default_en.txt").read_text(encoding="utf-8")
     for old, new in _CHECKED.items():

@@ -302,7 +302,14 @@ def _card_arguments(parser: argparse.ArgumentParser, daq_help: str) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``hil`` (``hil check``, ``hil serve``) and ``report`` subcommands."""
+    """Add the ``hil`` (``hil check``, ``hil serve``) and ``report`` subcommands, the
+    ``--mode hil`` options of ``run``, and the check of a graph's ``hardware:`` section to
+    ``run`` and ``check`` (the ``hapflow.commands`` entry point)."""
+    from .bindings import bind
+    from .report import trip_marks
+    add_run_options(sub.choices["run"])  # --mode hil, --daq, --grpc ...
+    sub.choices["run"].set_defaults(run_hil=run_hil, bind_hardware=bind, plot_marks=trip_marks)
+    sub.choices["check"].set_defaults(bind_hardware=bind)
     hil = sub.add_parser("hil", help="hardware-in-the-loop tools (hil check, hil serve)")
     hsub = hil.add_subparsers(dest="hil_command", required=True)
     check = hsub.add_parser("check", help="validate the hardware bindings; list DAQ devices",

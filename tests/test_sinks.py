@@ -1,4 +1,4 @@
-"""MidiSink and SoundSink (blocks/sinks.py, hapflow/audio.py) and the engine's drain hook.
+"""MidiSink and SoundSink (blocks/sinks.py, blocks/audio.py) and the engine's drain hook.
 
 Files are read back with peer readers (mido for MIDI, scipy.io.wavfile and
 the stdlib wave module for WAV) and compared with the strikes fed in and
@@ -21,7 +21,7 @@ import pytest
 from scipy.io import wavfile
 
 import hapflow as hf
-from hapflow.audio import AudioStream
+from hapflow.blocks.audio import AudioStream
 from hapflow.block import ParamError
 from hapflow.blocks import MidiSink, Sine, SoundSink, Step, TransferFunction
 from hapflow.blocks.sinks import SinkWarning, velocity

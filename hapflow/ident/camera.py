@@ -156,11 +156,11 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
     CameraResult
     """
     from ..recorder import load as load_recording
-    from .pipeline import identify, predict_motion
+    from .pipeline import identify
     from .prep import load_motion
     from .report import plot_force, plot_parameters
     from .truth import find_truth
-    from .verify import compare, prep_settings
+    from .verify import compare, predict_motion, prep_settings
 
     probe, validate, out = Path(probe), Path(validate), Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -265,7 +265,7 @@ def summary_markdown(result: CameraResult) -> str:
 
 def cmd_camera(args: argparse.Namespace) -> int:
     """Run ``hapflow camera``."""
-    from .commands import _prep_kwargs
+    from .options import prep_kwargs
     words = ["hapflow", "camera", args.probe, "--validate", args.validate,
              "--method", args.method]
     if args.method == "segmented":
@@ -281,14 +281,14 @@ def cmd_camera(args: argparse.Namespace) -> int:
     result = camera(args.probe, args.validate, args.method, segments=args.segments,
                     duration=args.duration, validation_duration=args.validation_duration,
                     out=args.out, forgetting=args.forgetting, grid=args.grid,
-                    bin_width=args.bin, prep=_prep_kwargs(args), command=command)
+                    bin_width=args.bin, prep=prep_kwargs(args), command=command)
     print(result.summary())
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``camera`` subcommand to the ``hapflow`` parser."""
-    from .commands import _add_prep_options
+    from .options import add_prep_options
     c = sub.add_parser("camera", help="probe, identify, render and verify on the simulated rig",
                        description="The haptic-camera loop: run the probe graph, identify the "
                                    "impedance model, run the validation graph, replay its "
@@ -310,6 +310,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="simulated seconds of the validation run [the graph's]")
     c.add_argument("--bin", type=float, metavar="M",
                    help="position bin for the worst range [as hapflow verify]")
-    _add_prep_options(c, defaults=True)
+    add_prep_options(c, defaults=True)
     c.add_argument("--out", default="out/camera", metavar="DIR", help="output folder [out/camera]")
     c.set_defaults(func=cmd_camera)

@@ -28,83 +28,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import IdentError
-from .prep import VELOCITY_METHODS
-
-
-def _pairs(text: str | None, option: str, example: str) -> dict[str, str] | None:
-    if not text:
-        return None
-    out = {}
-    what = "quantity=unit" if option == "--units" else "quantity=column"
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise IdentError(f"{option} {text!r}: write {what} pairs, e.g. {option} {example}")
-        out[key.strip().lower()] = value.strip()
-    return out
-
-
-def _prep_kwargs(args: argparse.Namespace) -> dict:
-    acc = args.acc
-    if acc is not None and acc.lower() == "none":
-        acc = None
-    elif acc is None:
-        acc = "auto"
-    kw = dict(pos=args.pos, force=args.force, acc=acc, velocity=args.velocity,
-              units=_pairs(args.units, "--units", "position=mm,force=gf"),
-              columns=_pairs(args.columns, "--columns", "time=t,position=y,force=u"),
-              rate=args.rate)
-    for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
-        value = getattr(args, key)
-        if value is not None:
-            kw[key] = value
-    return kw
-
-
-def _add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
-    g = p.add_argument_group("data preparation" + ("" if defaults else
-                                                  " (default: as stored in the model)"))
-    g.add_argument("--pos", default="enc.pos" if defaults else None,
-                   help="position signal (m)" + (" [enc.pos]" if defaults else ""))
-    g.add_argument("--force", default="head.force" if defaults else None,
-                   help="force signal (N)" + (" [head.force]" if defaults else ""))
-    g.add_argument("--acc", default=None,
-                   help="accelerometer signal (m/s^2), or 'none'"
-                        + (" [head.accel if recorded]" if defaults else ""))
-    g.add_argument("--velocity", choices=VELOCITY_METHODS,
-                   help="velocity/acceleration estimator [fusion with an accelerometer, "
-                        "else spectral with its corner from the data's band; savgol: "
-                        "Savitzky-Golay, its window from the same corner; rts: "
-                        "Rauch-Tung-Striebel smoother of a white-jerk model, its corner "
-                        "from the same band]")
-    g.add_argument("--order", type=int, help="Butterworth order [2]")
-    g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [spectral: 1.25 x the data's band; encoder 40 Hz; "
-                        "200 Hz with an accelerometer]")
-    g.add_argument("--crossover", type=float, metavar="HZ", help="fusion crossover [5 Hz]")
-    g.add_argument("--highpass", type=float, metavar="HZ",
-                   help="accelerometer high-pass of --velocity accel [0.5 Hz]")
-    g.add_argument("--deadband", type=float, metavar="M/S",
-                   help="velocity dead band of the direction grouping [0.005 m/s]")
-    g.add_argument("--trim", type=float, metavar="S",
-                   help="seconds left out at each end (filter edge transients) [3/corner]")
-    g.add_argument("--units", metavar="Q=U,...",
-                   help="CSV column units, e.g. position=mm,force=gf; scaled or in volts: "
-                        "'position=V*0.001 m/V'")
-    g.add_argument("--columns", metavar="Q=NAME,...",
-                   help="CSV columns by quantity, e.g. time=t,position=y,force=u")
-    g.add_argument("--rate", type=float, metavar="HZ",
-                   help="sample rate of a CSV file without a time column (else such a file "
-                        "is read as a quasi-static curve)")
+from .options import add_prep_options, prep_kwargs
 
 
 def cmd_identify(args: argparse.Namespace) -> int:
     """Run ``hapflow identify``."""
-    from .pipeline import identify, predict_motion
+    from .pipeline import identify
+    from .verify import predict_motion
     from .prep import load_motion
     from .report import model_table, plot_force, plot_parameters, truth_table
     data = Path(args.data)
-    motion = load_motion(data, **_prep_kwargs(args))
+    motion = load_motion(data, **prep_kwargs(args))
     for line in motion.source.get("warnings", []):
         print(f"warning: {line}")
     if args.method == "bic":
@@ -169,13 +103,12 @@ def cmd_identify(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Run ``hapflow verify``."""
     from hapflow.blocks.impedance_model import ImpedanceModel
-    from .pipeline import predict_motion
     from .prep import load_motion
     from .report import plot_force
-    from .verify import compare, prep_settings
+    from .verify import compare, predict_motion, prep_settings
     model = ImpedanceModel.load(args.model)
     kw = prep_settings(model)
-    given = _prep_kwargs(args)
+    given = prep_kwargs(args)
     if args.acc is None:
         given.pop("acc")
     kw.update({k: v for k, v in given.items() if v is not None})
@@ -244,7 +177,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="exit 1 when the model has non-physical or unsupported estimates")
     p.add_argument("--v-blend", type=float, default=1e-3, metavar="M/S",
                    help="direction blend velocity stored in the model [0.001 m/s]")
-    _add_prep_options(p, defaults=True)
+    add_prep_options(p, defaults=True)
     p.add_argument("--out", help="model file [out/<RUN stem>_model.yaml]")
     p.add_argument("--plots", metavar="DIR", help="write parameters.png and force.png here")
     p.set_defaults(func=cmd_identify)
@@ -266,7 +199,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "report the RMS position error")
     v.add_argument("--plots", metavar="DIR",
                    help="write verify_force.png (and verify_simulate.png) here")
-    _add_prep_options(v, defaults=False)
+    add_prep_options(v, defaults=False)
     v.set_defaults(func=cmd_verify)
 
     from .camera import register as register_camera

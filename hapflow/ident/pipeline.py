@@ -19,7 +19,7 @@ from . import segmented as _seg
 from .errors import IdentError
 from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel, Knots
 from .prep import Motion, group
-from .verify import compare
+from .verify import fit_quality
 
 METHODS = ("segmented", "auto", "ewls", "poly")
 
@@ -126,18 +126,3 @@ def _identify_poly(motion: Motion, stiffness: str | tuple[int, ...],
                            polynomial=fit.coefficients)
     model.fit = fit_quality(model, motion)
     return model
-
-
-def predict_motion(model: ImpedanceModel, motion: Motion) -> np.ndarray:
-    """Model force at every sample of ``motion`` (direction labels for quasi-static data)."""
-    if motion.quasi_static:
-        return model.predict(motion.x, None, None, direction=motion.direction)
-    return model.predict(motion.x, motion.vel, motion.acc)
-
-
-def fit_quality(model: ImpedanceModel, motion: Motion) -> dict[str, Any]:
-    """NRMSE and RMS error of the model on ``motion`` (every sample, dead band included)."""
-    ok = motion.valid
-    v = compare(motion.force[ok], predict_motion(model, motion)[ok], motion.x[ok])
-    return {"nrmse_percent": v.nrmse_percent, "rms_error": v.rms_error,
-            "force_range": v.force_range, "samples": v.n}

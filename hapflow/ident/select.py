@@ -33,9 +33,9 @@ import numpy as np
 
 from .errors import IdentError
 from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel
-from .pipeline import identify, predict_motion
+from .pipeline import identify
 from .prep import Motion
-from .verify import free_run
+from .verify import free_run, predict_motion
 
 CANDIDATES = ("auto", "poly 1", "poly 1,3", "poly 1,2,3", "poly 1,3,5")
 """Candidates of ``--method bic``: automatic piecewise segments, and polynomial spring forces

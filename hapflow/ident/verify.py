@@ -179,6 +179,21 @@ def free_run(model: Any, motion: Any) -> FreeRun:
                    float(np.std(measured)), data_unit(motion))
 
 
+def predict_motion(model: Any, motion: Any) -> np.ndarray:
+    """Model force at every sample of ``motion`` (direction labels for quasi-static data)."""
+    if motion.quasi_static:
+        return model.predict(motion.x, None, None, direction=motion.direction)
+    return model.predict(motion.x, motion.vel, motion.acc)
+
+
+def fit_quality(model: Any, motion: Any) -> dict[str, Any]:
+    """NRMSE and RMS error of the model on ``motion`` (every sample, dead band included)."""
+    ok = motion.valid
+    v = compare(motion.force[ok], predict_motion(model, motion)[ok], motion.x[ok])
+    return {"nrmse_percent": v.nrmse_percent, "rms_error": v.rms_error,
+            "force_range": v.force_range, "samples": v.n}
+
+
 def prep_settings(model: Any) -> dict[str, Any]:
     """Signal names and estimator settings the model was identified with (for replay)."""
     prep = dict(model.settings.get("prep") or {})
@@ -220,7 +235,6 @@ def verify(model: Any, data: Any, bin_width: float | None = None,
     -------
     Verification
     """
-    from .pipeline import predict_motion
     from hapflow.blocks.impedance_model import ImpedanceModel
     from .prep import Motion, from_recording, load_motion
     if isinstance(model, (str, Path)):

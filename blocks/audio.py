@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SimulationError
+from hapflow.errors import SimulationError
 
 SILENCE = 1e-4
 """Envelope level (-80 dB) below which a voice is dropped."""

@@ -1,0 +1,2 @@
+"""The version of hapflow (stored in recordings and model files)."""
+__version__ = "0.1.0"
