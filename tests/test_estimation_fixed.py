@@ -59,7 +59,7 @@ def test_fixed_cholesky_and_solve_match_numpy(n):
     s = _spd(n)
     lower = np.linalg.cholesky(2.0 * s)
     k0 = RNG.normal(size=(4, n))
-    for chol, solve in ((est._chol, est._right_solve),
+    for chol, solve in ((est.chol, est.right_solve),
                         (est._fixed_chol(n), est._fixed_solve(n, 4))):
         out = np.zeros(1 + n * n)
         chol(s.ravel(), 0, 2.0, out, 1, n)
