@@ -311,7 +311,7 @@ def force_difference(ref, other, motion) -> float:
     evaluated on ``motion``'s valid samples (positions, velocities,
     accelerations), so trajectory differences between the legs do not enter.
     """
-    from hapflow.ident.pipeline import predict_motion
+    from hapflow.ident.verify import predict_motion
     ok = motion.valid
     diff = predict_motion(ref, motion)[ok] - predict_motion(other, motion)[ok]
     span = float(np.ptp(motion.force[ok]))

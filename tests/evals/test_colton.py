@@ -36,7 +36,8 @@ import pytest
 
 import hapflow as hf
 from hapflow.blocks.impedance_model import DIRECTION_NAMES
-from hapflow.ident.pipeline import identify, predict_motion
+from hapflow.ident.pipeline import identify
+from hapflow.ident.verify import predict_motion
 from hapflow.ident.prep import load_motion
 from hapflow.ident.truth import find_truth
 from hapflow.ident.verify import compare, prep_settings
