@@ -42,10 +42,12 @@ loop), so a forked **writer process** does it.  The loop fills one of two
 buffers in shared memory; when one is full it sends its index over a pipe
 and goes on with the other; the writer appends the rows, flushes, and says
 so.  If the loop's process dies (even ``kill -9``), the writer sees the
-pipe close and closes the file with every chunk it was sent.
+pipe close and closes the file with every chunk it was sent; if it exits
+without finishing the recording (an exception), an exit handler does it.
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import signal
@@ -184,6 +186,8 @@ class HilRecorder:
         if kind == "error":
             self.close_buffers()
             raise HapflowError(f"cannot record to {self.path}: {msg}")
+        self.owner = os.getpid()
+        atexit.register(self.abandon)
 
     def _recv(self) -> tuple[str, Any]:
         try:
@@ -219,6 +223,7 @@ class HilRecorder:
 
     def finish(self, status: str, **attrs: Any) -> None:
         """Write the last chunk, set the final attributes, close the file and the writer."""
+        atexit.unregister(self.abandon)
         error = None
         try:
             for k in (0, 1):
@@ -232,6 +237,21 @@ class HilRecorder:
             self.close_buffers()
         if error:
             raise HapflowError(f"recording to {self.path} failed: {error}")
+
+    def abandon(self) -> None:
+        """At exit without :meth:`finish` (an exception after the recorder started): close
+        the file with status ``error``.
+
+        Without it the process never exits: multiprocessing's exit handler joins the
+        writer after a SIGTERM the writer ignores, and the writer waits for this end of
+        the pipe to close, which happens only once the process is gone.
+        """
+        if os.getpid() != self.owner:          # a fork of the loop's process: not its writer
+            return
+        try:
+            self.finish("error")
+        except (HapflowError, OSError):        # the writer is gone: nothing more to close
+            pass
 
     def close_buffers(self) -> None:
         """Release the shared memory."""

@@ -1,8 +1,11 @@
 """The real-time recording's writer process: the file and shared memory on every exit path."""
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+import pytest
 
 import hapflow as hf
 
@@ -33,3 +36,32 @@ def test_kill_9_of_a_hil_run_releases_its_shared_memory(tmp_path, endless_run):
     assert not [s for s in segments if Path(s).exists()]
     rec = hf.recorder.load(out)
     assert rec.attrs["status"] == "killed" and rec.time.size == rec.attrs["ticks"]
+
+
+FAILS_WHILE_RECORDING = """
+import sys
+from hapflow.hil.recording import HilRecorder
+rec = HilRecorder(sys.argv[1], {"x.y": ("m", ("log", 0))}, 1000.0, {}, 8, 1, 1)
+print(" ".join(b.shm.name for b in rec.buffers), flush=True)
+raise RuntimeError("a failure between the recorder's start and its finish")
+"""
+
+
+def test_a_process_failing_while_it_records_still_exits_and_closes_the_file(tmp_path, spawn):
+    """An exception between the writer's start and ``finish`` (the HIL run's set-up after the
+    recorder, a bug in its ``finally``) ended the script but never the process: at exit,
+    multiprocessing joins its daemonic children after a SIGTERM the writer ignores, and the
+    writer waits for the end of the pipe the exiting process still holds (issue 18's
+    ``--max-lateness nan`` hang)."""
+    out = tmp_path / "hil.h5"
+    child = spawn([sys.executable, "-c", FAILS_WHILE_RECORDING, str(out)],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not exit: it waits on its recorder")
+    assert child.returncode == 1 and "a failure between" in stderr
+    rec = hf.recorder.load(out)
+    assert rec.attrs["status"] == "error" and rec.time.size == 0
+    segments = stdout.split()
+    assert len(segments) == 2 and not [s for s in segments if Path("/dev/shm", s).exists()]
