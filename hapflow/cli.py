@@ -12,12 +12,12 @@ import argparse
 import signal
 import sys
 from contextlib import contextmanager
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import yaml
 
+from . import registry
 from .argtypes import image_file, new_file, number
 from .errors import GraphError, HapflowError
 from .graph import MAX_DURATION, Graph
@@ -155,7 +155,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:
-    from . import registry
     from .reference import reference
     names = registry.names()
     if args.name:                  # a type name in any case, or a part of names ('pid')
@@ -202,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
     blocks = sub.add_parser("blocks", help="block reference")
     blocks.add_argument("name", nargs="?", help="a block type for its full reference")
     blocks.set_defaults(func=cmd_blocks)
-    entries = sorted(entry_points(group="hapflow.commands"),
+    entries = sorted(registry.installed("hapflow.commands"),
                      key=lambda e: (COMMAND_ORDER.index(e.name) if e.name in COMMAND_ORDER
                                     else len(COMMAND_ORDER), e.name))
     for entry in entries:
@@ -217,8 +216,8 @@ subcommands in ``hapflow --help`` (a plug-in's come after, by name)."""
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
         return args.func(args)
     except HapflowError as exc:
         print(f"hapflow: error: {exc}", file=sys.stderr)

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import Iterator
 
+from .errors import HapflowError
+
 _TYPES: dict[str, type] = {}
 _LOADED = False
 
@@ -45,9 +47,26 @@ def _load() -> None:
     ``hapflow.blocks`` is one), once."""
     global _LOADED
     if not _LOADED:
-        _LOADED = True
-        for library in entry_points(group="hapflow.libraries"):
+        for library in installed("hapflow.libraries"):
             library.load()
+        _LOADED = True
+
+
+def installed(group: str) -> list:
+    """The entry points of one of hapflow's own groups (``hapflow.libraries``,
+    ``hapflow.commands``), which hapflow's own package always fills.
+
+    Raises
+    ------
+    HapflowError
+        When there are none: hapflow was installed before the group existed, and
+        every block type would be unknown (reinstall).
+    """
+    found = list(entry_points(group=group))
+    if not found:
+        raise HapflowError(f"no {group!r} entry points are installed: this install of hapflow "
+                           "predates them; reinstall it ('make install' or 'pip install -e .')")
+    return found
 
 
 def lookup(name: str) -> type | None:

@@ -137,3 +137,16 @@ def test_ctrl_c_keeps_the_recording(tmp_path, spawn):
     rec = hf.recorder.load(out)
     assert rec.attrs["status"] == "interrupted" and not rec.attrs["complete"]
     assert len(rec.time) >= 50 and len(rec.time) % 50 == 0
+
+
+def test_an_install_without_hapflows_entry_points_says_to_reinstall(monkeypatch, capsys):
+    """An install made before the 'hapflow.libraries' and 'hapflow.commands' entry points
+    existed found no block type and no identify/hil/study command, with no word why."""
+    from hapflow import registry
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    monkeypatch.setattr(registry, "_LOADED", False)
+    with pytest.raises(hf.HapflowError, match="'hapflow.libraries' entry points .* predates"):
+        registry.lookup("Chirp")
+    assert main(["check", str(DEMO)]) == 2
+    err = capsys.readouterr().err
+    assert "'hapflow.commands' entry points" in err and "reinstall" in err
