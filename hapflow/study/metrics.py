@@ -366,6 +366,34 @@ def compute(name: str, spec: dict[str, Any], run: RunData) -> dict[str, float]:
     return {name: _number(name, value)}
 
 
+def column_units(metrics: dict[str, dict[str, Any]], graph: Graph) -> dict[str, str]:
+    """The unit of every result column whose unit is known (``"%"`` for percentages, ``""``
+    for counts); a user function's columns have none.
+
+    ``graph`` must pass its checks (a study's graph does): a statistic takes the unit of its
+    signal, an identified parameter's RMS error that of the parameter.
+    """
+    from ..ident.model import UNITS
+    signals = graph.check().units
+    units: dict[str, str] = {}
+    for name, spec in metrics.items():
+        kind = spec["kind"]
+        if kind == "stat":
+            unit = signals[tuple(spec["signal"].split("."))]
+            if unit is not None and not unit.startswith("="):
+                units[name] = unit
+        elif kind == "events":
+            units[name] = ""
+        elif kind == "force_nrmse":
+            units[name] = "%"
+        elif kind == "identify":
+            units[f"{name}.fit_nrmse"] = "%"
+            for p in ("m", "b", "k", "F0"):
+                units[f"{name}.{p}_error"] = "%"
+                units[f"{name}.{p}_rms"] = UNITS[p]
+    return units
+
+
 def _number(name: str, value: Any) -> float:
     try:
         return float(value)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .metrics import column_units
 from .spec import SEED, Study
 
 FIXED = ("run", "status", "error", "seed", "sim_wall_s", "path", "ticks", "key")
@@ -44,8 +45,15 @@ def _file(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name)
 
 
-def plot_metric(table: Any, metric: str, params: list[str], path: Path) -> None:
-    """The metric against each parameter (successful runs)."""
+def labelled(name: str, units: dict[str, str]) -> str:
+    """``name [unit]`` (``[-]`` dimensionless), or the bare name when the unit is unknown."""
+    return f"{name} [{units[name] or '-'}]" if name in units else name
+
+
+def plot_metric(table: Any, metric: str, params: list[str], path: Path,
+                units: dict[str, str], log: set[str]) -> None:
+    """The metric against each parameter (successful runs); ``log``: parameters sampled
+    on a log scale, drawn so."""
     plt = _pyplot()
     ok = table[table["status"] == "ok"]
     fig, axes = plt.subplots(1, len(params), figsize=(4.2 * len(params), 3.4), squeeze=False)
@@ -54,8 +62,10 @@ def plot_metric(table: Any, metric: str, params: list[str], path: Path) -> None:
         if len(params) == 1:
             means = ok.groupby(param)[metric].mean()
             ax.plot(means.index, means.values, "-", lw=1.2)
-        ax.set_xlabel(param)
-        ax.set_ylabel(metric)
+        if param in log:
+            ax.set_xscale("log")
+        ax.set_xlabel(labelled(param, units))
+        ax.set_ylabel(labelled(metric, units))
         ax.grid(alpha=0.3)
     fig.suptitle(f"{metric} ({len(ok)} runs ok, {len(table) - len(ok)} not)")
     fig.tight_layout()
@@ -63,7 +73,8 @@ def plot_metric(table: Any, metric: str, params: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_heatmap(table: Any, metric: str, px: str, py: str, path: Path) -> None:
+def plot_heatmap(table: Any, metric: str, px: str, py: str, path: Path,
+                 units: dict[str, str]) -> None:
     """Mean of ``metric`` over a grid of ``px`` (columns) and ``py`` (rows)."""
     plt = _pyplot()
     ok = table[table["status"] == "ok"]
@@ -77,9 +88,9 @@ def plot_heatmap(table: Any, metric: str, px: str, py: str, path: Path) -> None:
     for (i, j), value in np.ndenumerate(grid.values):
         ax.text(j, i, "failed" if np.isnan(value) else f"{value:.3g}", ha="center",
                 va="center", fontsize=7, color="k" if np.isnan(value) else "w")
-    ax.set_xlabel(px)
-    ax.set_ylabel(py)
-    fig.colorbar(im, ax=ax, label=metric)
+    ax.set_xlabel(labelled(px, units))
+    ax.set_ylabel(labelled(py, units))
+    fig.colorbar(im, ax=ax, label=labelled(metric, units))
     ax.set_title(metric)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -99,9 +110,12 @@ def _header(study: Study, table: Any) -> str:
     return text
 
 
-def plot_summary(study: Study, table: Any, metrics: list[str], path: Path) -> None:
-    """One page: study, design, run counts, a histogram of every metric."""
+def plot_summary(study: Study, table: Any, metrics: list[str], path: Path,
+                 units: dict[str, str]) -> None:
+    """One page: study, design, run counts, a histogram of every metric (whole runs on
+    the count axis)."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
     cols = min(3, max(1, len(metrics)))
     rows = -(-len(metrics) // cols)
     fig = plt.figure(figsize=(max(9.0, 4.2 * cols), 1.2 + 3.0 * rows))
@@ -116,12 +130,14 @@ def plot_summary(study: Study, table: Any, metrics: list[str], path: Path) -> No
         values = values[np.isfinite(values)]
         ax.hist(values, bins=min(30, max(5, len(values) // 5)) if len(values) else 1)
         if len(values):
-            ax.set_title(f"{metric}\nmedian {np.median(values):.4g}, "
+            ax.set_title(f"{labelled(metric, units)}\nmedian {np.median(values):.4g}, "
                          f"5-95 % {np.percentile(values, 5):.3g}..{np.percentile(values, 95):.3g}",
                          fontsize=8)
         else:
             ax.set_title(f"{metric}: no finite values", fontsize=8)
+        ax.set_xlabel(labelled(metric, units))
         ax.set_ylabel("runs")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -136,16 +152,29 @@ def plot_study(study: Study, table: Any, out: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
     if not len(table):
         return files
+    units = {**column_units(study.metrics, study.graph), **parameter_units(study)}
+    log = {p.key for p in study.parameters
+           if isinstance(p.spec, dict) and p.spec.get("scale") == "log"}
     folder = out / "plots"
     folder.mkdir(parents=True, exist_ok=True)
     if params:
         for metric in metrics[:MAX_PLOTS]:
             files[metric] = folder / f"{_file(metric)}.png"
-            plot_metric(table, metric, params, files[metric])
+            plot_metric(table, metric, params, files[metric], units, log)
             if study.design == "grid" and len(params) == 2:
                 key = f"{metric}_heatmap"
                 files[key] = folder / f"{_file(key)}.png"
-                plot_heatmap(table, metric, params[0], params[1], files[key])
+                plot_heatmap(table, metric, params[0], params[1], files[key], units)
     files["summary"] = out / "summary.png"
-    plot_summary(study, table, metrics, files["summary"])
+    plot_summary(study, table, metrics, files["summary"], units)
     return files
+
+
+def parameter_units(study: Study) -> dict[str, str]:
+    """The unit of every varied block parameter (the seed has none)."""
+    units = {}
+    for p in study.parameters:
+        if p.key != SEED:
+            block, _, param = p.key.partition(".")
+            units[p.key] = study.graph.nodes[block].block.params[param].unit or ""
+    return units
