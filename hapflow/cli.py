@@ -148,8 +148,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"# ---- compile unit {unit.name} (first used by {', '.join(unit.blocks)})")
             print(unit.source)
     if args.draw:
-        from .plotting import draw_graph
-        draw_graph(program.checked, sched, args.draw)
+        from .diagram import draw
+        draw(program.checked, sched, args.draw)
         print(f"\ndiagram -> {args.draw}")
     return 0
 
@@ -194,7 +194,7 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a graph; print execution order and layout")
     check.add_argument("graph", help="YAML graph file")
     check.add_argument("--draw", type=image_file, metavar="FILE.png",
-                       help="render the block diagram")
+                       help="draw the block diagram (Graphviz; PNG, PDF, SVG or JPEG)")
     check.add_argument("--source", action="store_true",
                        help="print the generated kernel source (and its compile units)")
     check.set_defaults(func=cmd_check)

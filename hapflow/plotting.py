@@ -1,4 +1,4 @@
-"""Pictures: recorded signals over time, and the block diagram of a graph."""
+"""Pictures of recorded signals over time (the block diagram is :mod:`hapflow.diagram`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,12 +8,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .graph import Checked  # noqa: E402
 from .recorder import Recording  # noqa: E402
-from .schedule import Schedule  # noqa: E402
 
 
 def plot_recording(rec: Recording, path: str | Path, title: str | None = None,
@@ -61,54 +58,6 @@ def _save_time_figure(fig, axes, rec: Recording, path: str | Path, title: str | 
     """Label the shared time axis, title the figure (default: the graph name), write the PNG."""
     axes[-1, 0].set_xlabel("time [s]")
     fig.suptitle(title or str(rec.attrs.get("name", "")))
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def draw_graph(checked: Checked, schedule: Schedule, path: str | Path) -> None:
-    """Render the block diagram: blocks in columns by signal flow, wires labelled by port."""
-    graph = checked.graph
-    order = {c.block: k for k, c in reversed(list(enumerate(schedule.calls)))}
-    flow = nx.DiGraph()
-    flow.add_nodes_from(graph.nodes)
-    for w in graph.wires:
-        a, b = w.src[0], w.dst[0]
-        if order.get(a, -1) < order.get(b, len(order)) and a != b:
-            flow.add_edge(a, b)
-    layer = {}
-    for name in nx.topological_sort(flow):
-        layer[name] = max((layer[p] + 1 for p in flow.predecessors(name)), default=0)
-    for name, k in layer.items():
-        flow.nodes[name]["layer"] = k
-    pos = nx.multipartite_layout(flow, subset_key="layer")
-    fig, ax = plt.subplots(figsize=(2.6 * (max(layer.values()) + 1) + 2, 5))
-    for w in graph.wires:
-        (x0, y0), (x1, y1) = pos[w.src[0]], pos[w.dst[0]]
-        back = layer[w.src[0]] >= layer[w.dst[0]]
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
-                    arrowprops=dict(arrowstyle="-|>", lw=1.0, shrinkA=28, shrinkB=28,
-                                    color="tab:red" if back else "0.3",
-                                    connectionstyle="arc3,rad=0.35" if back else "arc3"))
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{w.src[1]}→{w.dst[1]}", fontsize=7,
-                ha="center", va="bottom", color="0.25")
-    for name, (x, y) in pos.items():
-        node = graph.nodes[name]
-        held = name in schedule.held
-        label = f"{name}\n{type(node.block).__name__}"
-        if node.divider > 1:
-            label += f"\n{graph.rate / node.divider:g} Hz"
-        ax.text(x, y, label, ha="center", va="center", fontsize=8,
-                bbox=dict(boxstyle="round,pad=0.5", fc="#e8f0fb" if not held else "#fbf3e0",
-                          ec="0.3"))
-    ax.set_title(f"{graph.name} ({graph.rate:g} Hz; orange = held/discrete, red = feedback)")
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
-    pad = 0.3 + 0.15 * (max(xs) - min(xs))
-    ax.set_xlim(min(xs) - pad, max(xs) + pad)
-    ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
-    ax.axis("off")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
