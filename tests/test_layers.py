@@ -5,8 +5,6 @@ import sys
 from pathlib import Path
 
 import networkx as nx
-import pytest
-
 ABOVE = ("hil", "hapflow.hil", "hapflow.ident", "hapflow.study", "hapflow.blocks", "blocks",
          "hapflow.cli")
 
@@ -91,8 +89,6 @@ def test_the_engine_core_imports_no_layer_above_it_even_inside_functions():
     assert not [t for t in graph.successors("hapflow.cli") if t.startswith(LAYERS_ABOVE_CORE)]
 
 
-@pytest.mark.xfail(strict=True, reason="blocks/impedance.py still imports hapflow.ident (the "
-                   "impedance model, EWLS and admittance kernels are to move below both)")
 def test_the_block_library_imports_no_identification_hil_or_study():
     graph, _ = import_graph()
     up = [(m, t) for m in graph if m.startswith("hapflow.blocks")

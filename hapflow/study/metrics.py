@@ -373,7 +373,7 @@ def column_units(metrics: dict[str, dict[str, Any]], graph: Graph) -> dict[str, 
     ``graph`` must pass its checks (a study's graph does): a statistic takes the unit of its
     signal, an identified parameter's RMS error that of the parameter.
     """
-    from ..ident.model import UNITS
+    from ..blocks.impedance_model import UNITS
     signals = graph.check().units
     units: dict[str, str] = {}
     for name, spec in metrics.items():
