@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+
 ABOVE = ("hil", "hapflow.hil", "hapflow.ident", "hapflow.study", "hapflow.blocks", "blocks",
          "hapflow.cli")
 
@@ -27,9 +28,6 @@ def test_importing_the_block_library_stays_light():
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"hapflow": ROOT / "hapflow", "hapflow.blocks": ROOT / "blocks",
             "hapflow.hil": ROOT / "hil"}
-PRIVATE_KNOWN = {("hapflow.hil.split", "_CardSink"), ("hapflow.hil.split", "_CardValue")}
-"""Private imports left to the HIL work under way (issue 17); each must still exist, so the
-entry goes once it is fixed."""
 
 
 def modules() -> dict[str, Path]:
@@ -71,8 +69,7 @@ def test_no_module_imports_another_in_a_cycle_or_its_private_names():
     graph, private = import_graph()
     assert len(graph) > 100                                   # the walk found the packages
     assert list(nx.simple_cycles(graph)) == []
-    assert private - PRIVATE_KNOWN == set()
-    assert PRIVATE_KNOWN <= private, "a known private import is gone: drop it from the list"
+    assert private == set()
 
 
 LAYERS_ABOVE_CORE = ("hapflow.blocks", "hapflow.hil", "hapflow.ident", "hapflow.study")
