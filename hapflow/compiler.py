@@ -45,6 +45,11 @@ from .layout import Layout, build_layout
 from .schedule import Schedule, build_schedule
 
 JIT_OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
+CALLEE_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+"""Options of generated functions only compiled code calls (units, phases): without the
+wrappers numba builds for calls from Python and C, which cost a compile-only unit about
+45 ms of its 70 ms fixed cost (``bench/compile.py`` reports the effect).  Such a function
+must never be called from Python: its entry point has no code."""
 """The kernels release the GIL: the recorder writes a chunk to HDF5 on its own thread while
 the next chunk runs (:mod:`hapflow.recorder`)."""
 
@@ -237,7 +242,7 @@ def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
     ns.update(ev_begin=plain(events.begin), ev_decide=plain(events.decide),
               ev_restart=plain(events.restart), __name__=name)
     ns["jit"] = (lambda f: f) if interpret else numba.njit(**JIT_OPTIONS)
-    ns["ujit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **JIT_OPTIONS)
+    ns["cjit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **CALLEE_OPTIONS)
     return ns
 
 
@@ -567,7 +572,7 @@ def _compiled(fn: Callable, signature: numba.core.typing.Signature) -> Callable:
 
 def _plain(fn: Callable) -> Callable:
     """A reference-counted ``njit`` of ``fn``'s Python function."""
-    return numba.njit(**JIT_OPTIONS)(fn.py_func)
+    return numba.njit(**CALLEE_OPTIONS)(fn.py_func)
 
 
 def unit_signature(unit: UnitSource) -> numba.core.typing.Signature:
