@@ -19,13 +19,15 @@ to 0 V, amplifier off, ``safety_kind`` "e-stop" in the recording).  The loop nev
 for the dashboard: it only stores a row count per tick (and its overrun count when one
 happens); the dashboard reads rows without locking (:class:`NewRows` checks afterwards
 that the loop did not move to the other buffer meanwhile).  If the dashboard process
-dies, the run goes on; if the run's process dies, the dashboard exits.  A slider's value is
+dies, the run goes on; if the run's process dies, the kernel ends the dashboard (its own
+output goes to /dev/null: a full stdout/stderr pipe must not stop it either).  A slider's value is
 sent over a pipe to a thread of the run's process that asks
 :meth:`hapflow.hil.live.LiveParameters.request` (the block validates it; the loop
 applies it at a tick boundary) and sends back the tick or the rejection.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -48,6 +50,8 @@ REFRESH_MS = 100
 """Page update period."""
 READY_TIMEOUT = 60.0
 """Seconds the run waits for the dashboard's server to listen before it gives up."""
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: a signal for this process when its parent dies."""
 
 
 def start(live: LiveParameters, port: int, host: str = "localhost") -> Callable:
@@ -108,7 +112,11 @@ def _serve(conn, view, params: dict[str, float], port: int, host: str, parent: i
     """The dashboard process: a Bokeh server until terminated or the run's process is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # the loop decides when to stop
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    _exit_with(parent)
     os.nice(10)                                        # the loop comes first
+    quiet = os.open(os.devnull, os.O_WRONLY)          # its log must never block it: the run's
+    os.dup2(quiet, 1)                                  # stdout/stderr may be a pipe nobody
+    os.dup2(quiet, 2)                                  # reads (seen: an orphan stuck in write)
     from bokeh.application import Application
     from bokeh.application.handlers.function import FunctionHandler
     from bokeh.server.server import Server
@@ -125,6 +133,17 @@ def _serve(conn, view, params: dict[str, float], port: int, host: str, parent: i
     PeriodicCallback(lambda: os.getppid() != parent and os._exit(0), 500).start()
     conn.send("ready")
     server.io_loop.start()
+
+
+def _exit_with(parent: int) -> None:
+    """Have the kernel kill this process when the run's process dies (Linux), even if its
+    event loop is stuck; the event loop's check of the parent covers other systems."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:       # died before the request
+        os._exit(0)
 
 
 @dataclass

@@ -170,8 +170,8 @@ def test_dashboard_exits_with_a_killed_run(tmp_path, spawn):
     proc = spawn([sys.executable, "-m", "hapflow.cli", "run", str(BED), "--mode", "hil",
                   "--duration", "1e6", "--out", str(tmp_path / "run.h5"), "--no-progress",
                   "--dashboard", str(port), "--max-lateness", "10", "--max-overruns", "1000000"],
-                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
-    proc.stdout.readline()
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc.stdout.readline()                  # stderr: a pipe nobody reads, as a failed test
     assert proc.stdout.readline().strip() == f"dashboard: http://localhost:{port}/"
     with socket.create_connection(("localhost", port), timeout=30):
         pass
