@@ -60,6 +60,9 @@ def test_a_module_edited_after_import_is_named_by_the_code_this_process_runs(tmp
     (tmp_path / "hf_edited.py").write_text(module.format(4.0))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(compiler, "_STARTED_NS", 0)      # as if imported before any edit
+    # no bytecode: the edit below keeps the size and may fall in the same second as the
+    # import, which a .pyc cannot tell apart, and the reload would run the old code
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     import hf_edited
     (tmp_path / "hf_edited.py").write_text(module.format(5.0))   # a block's kernel edited
     in_this_process = compiler._dependency_texts([hf_edited.kernel])
