@@ -73,8 +73,6 @@ passed as seven machine words, and units are called a few times per tick."""
 
 RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
 """The distinct arrays a run or a unit indexes (see :func:`hapflow.reuse.reuse_calls`)."""
-LANE_ARRAYS = frozenset({"F", "M", "SI", "SB", "LOG", "STATS"})
-"""The distinct arrays the lanes kernel indexes."""
 
 
 class _Source:
@@ -739,7 +737,6 @@ class Generator:
         around the tick) and ``run_blocks`` (groups one after the other)."""
         body = (self._work_views() if self.schedule.hybrid else []) + \
             [f"{k} = {v}" for k, v in self.views.items()] + tick.lines
-        body = reuse_calls(body, pure_names(self.globals), LANE_ARRAYS)
         loads, stores, finals = registers(ast.parse("\n".join(body)).body)
         w = self.address.width
 
