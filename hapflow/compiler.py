@@ -45,14 +45,14 @@ from .layout import Layout, build_layout
 from .schedule import Schedule, build_schedule
 
 JIT_OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
+"""The kernels release the GIL: the recorder writes a chunk to HDF5 on its own thread while
+the next chunk runs (:mod:`hapflow.recorder`)."""
 CALLEE_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 """Options of the generated functions only compiled code calls (units, phases): numba
 builds no wrapper for calls from Python or C.  Measured on a 17-argument unit: a wrapper
 pair took 45 ms of a one-line unit's 70 ms to compile and 85 ms of a 30-line unit's
 320 ms, and its code is loaded with the unit on every warm start.  Such a function must
 never be called from Python: its entry point has no code behind it."""
-"""The kernels release the GIL: the recorder writes a chunk to HDF5 on its own thread while
-the next chunk runs (:mod:`hapflow.recorder`)."""
 
 
 @dataclass

@@ -68,7 +68,7 @@ def dimension(unit: str) -> tuple[float, ...]:
         If a symbol is not known, or the unit is not coherent SI (``mm``).
     """
     factor, dims = to_si(unit)
-    if not math.isclose(factor, 1.0, rel_tol=1e-12):        # np.isclose: 17 us a call
+    if not math.isclose(factor, 1.0, rel_tol=1e-12):    # scalar: runs for every wired port
         raise UnitError(f"unit {unit!r} is {factor:g} {si_text(dims) or '(dimensionless)'}: "
                         "ports and parameters take SI units without prefixes; write the "
                         f"value in {si_text(dims) or 'plain numbers'}")
