@@ -50,8 +50,8 @@ Channel keys:
     Safety limit in the port's unit: ``L`` (= ``[-L, L]``) or ``[lo, hi]``.
     On a command (force limit) or a measurement (stroke limit).
 ``velocity_limit``
-    On a measured position (any unit, e.g. m or rad): limit of its velocity in
-    that unit per second (m/s, rad/s).
+    On a measured position (a port in m, rad or count): limit of its velocity
+    in that unit per second (m/s, rad/s); refused on any other port.
 ``ramp``
     On a command: time in s to ramp it to zero after a limit trip (default
     0.01 s; 0 = at once).
@@ -104,6 +104,9 @@ CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "terminal
                 "limit", "velocity_limit", "ramp")
 BLOCK_KEYS = ("enable",)
 ENABLE_KEYS = ("line", "active")
+POSITION_UNITS = ("m", "rad", "count")
+"""Units of a position, the only ports a ``velocity_limit`` applies to."""
+POSITION_DIMS = tuple(dimension(u) for u in POSITION_UNITS)
 CARD_VOLTS = 10.0
 DEFAULT_RAMP = 0.01
 
@@ -479,10 +482,12 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
     if "limit" in spec:
         out.limits[ref] = _pair(spec["limit"], "limit", where, block, port, symmetric=True)
     if "velocity_limit" in spec:
-        if not unit or direction != "out":
+        if direction != "out" or not unit or _dim(unit) not in POSITION_DIMS:
             raise GraphError(f"hardware {ref}: velocity_limit applies to a measured position "
-                             f"with a unit (m, rad, ...: the limit is in that unit per s), not "
-                             f"to {ref} ({unit or 'no unit'})", where, block=block, port=port)
+                             f"(a port in {', '.join(POSITION_UNITS)}: the limit is in that unit "
+                             f"per s), not to {ref} ("
+                             f"{'a command' if direction == 'in' else 'a measurement'} in "
+                             f"{unit or 'no unit'})", where, block=block, port=port)
         limit = _number(spec["velocity_limit"], "velocity_limit", where, block, port)
         if not limit > 0:
             raise GraphError(f"hardware {ref}: velocity_limit must be > 0 {unit}/s (it trips "

@@ -103,6 +103,22 @@ def test_binding_errors_name_file_line_block_port_and_what_is_valid(hardware, wo
         assert word in text, text
 
 
+@pytest.mark.parametrize("spec, port, what", [
+    ("  head: {force: {channel: Dev1/ai0, newtons_per_volt: 10.0, velocity_limit: 1}}\n",
+     "head.force", "a measurement in N"),
+    ("  head: {accel: {channel: Dev1/ai1, scale: 30.0, velocity_limit: 1}}\n",
+     "head.accel", "a measurement in m/s^2"),
+    ("  motor: {channel: Dev1/ao0, newtons_per_volt: 4.0, velocity_limit: 1}\n",
+     "motor.force_cmd", "a command in N")])
+def test_velocity_limit_only_on_a_position(spec, port, what):
+    # a force's velocity limit would trip on N/s, a unit nobody meant (it was accepted)
+    err = error(spec)
+    assert str(err) == (f"bed.yaml:32: hardware {port}: velocity_limit applies to a measured "
+                        f"position (a port in m, rad, count: the limit is in that unit per s), "
+                        f"not to {port} ({what})")
+    assert (err.block, err.port) == tuple(port.split("."))
+
+
 def test_short_form_needs_one_matching_port():
     # LinearMotor with end stops has three scalar float inputs; the N alias picks force_cmd
     g = loads(bed_text("  motor: {channel: Dev1/ao0, scale: 4.0}\n").replace(
