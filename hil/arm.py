@@ -10,12 +10,17 @@
 2. **self-test** of the device where NI-DAQmx supports it (DAQmxSelfTestDevice);
    a failure refuses the run.
 
-Then the runner opens the tasks (each encoder counts from 0 at the arm
-position: positions and stroke limits are relative to where the carriage
-sits when armed -- there is no homing), drives the outputs to their safe
-state, arms the hardware watchdog and starts.  Each step is one line of the
-log that :func:`arm` returns; the runner stores it in the recording
-(``arm_log``) and ``hapflow hil arm`` prints it.
+Then the runner opens the tasks, drives the outputs to their safe state,
+arms the hardware watchdog and starts the card; on the running card, before
+tick 0 (:mod:`hapflow.hil.homing`), it tares the analog inputs bound with
+``tare`` (outputs safe) and homes the encoders bound with ``home`` (driven
+against their stop until still, that count then reads the stop's position),
+so stroke limits are relative to the mechanics.  An encoder without ``home``
+counts from 0 where the carriage sits when the card starts: its positions
+and limits are relative to that.  Each step is one line of the log that
+:func:`arm` returns (the runner appends the tare and homing lines); the
+runner stores it in the recording (``arm_log``) and ``hapflow hil arm``
+prints the checks (it moves nothing, so it neither tares nor homes).
 """
 from __future__ import annotations
 
@@ -60,10 +65,16 @@ def arm(backend: Backend, bindings: Bindings) -> list[str]:
                    f"({', '.join(c.physical.split('/', 1)[1] for c in bound)})")
         log.append(f"{device}: self-test " + ("passed" if backend.self_test(device) else
                                               "not supported by the device"))
-    encoders = [c.physical for c in channels if c.kind == "ci_encoder"]
-    if encoders:
-        log.append(f"encoder zero: {', '.join(encoders)} count from 0 at the arm position "
-                   "(no homing: positions and stroke limits are relative to it)")
+    free = [c.physical for c in channels if c.kind == "ci_encoder" and c.port not in bindings.homes]
+    if free:
+        log.append(f"encoder zero: {', '.join(free)} count from 0 where the carriage sits when "
+                   "the card starts (no home: positions and stroke limits are relative to it)")
+    for h in bindings.homes.values():
+        log.append(f"home {h.port}: at start, {h.command} at {h.drive:g} until still for "
+                   f"{h.settle:g} s (at most {h.timeout:g} s, {h.travel:g} of travel); "
+                   f"that position reads {h.at:g}")
+    for port, seconds in bindings.tares.items():
+        log.append(f"tare {port}: at start, averaged over {seconds:g} s with the outputs safe")
     return log
 
 

@@ -55,6 +55,18 @@ Channel keys:
 ``ramp``
     On a command: time in s to ramp it to zero after a limit trip (default
     0.01 s; 0 = at once).
+``tare``
+    On an analog input (a force sensor): seconds to average it at arm time,
+    with every output safe; that average then reads 0 (it replaces ``offset``).
+``home``
+    On an encoder: ``{command: motor, drive: -2.0, at: -0.02}`` drives the
+    bound analog output ``command`` (a block or ``block.port``) at ``drive``
+    (in its unit, within its ``limit``; the sign points to the stop) until the
+    count stands still for ``settle`` s (default 0.1), and makes that count read
+    ``at`` (the stop's position, inside the stroke ``limit``; default 0).  It
+    fails after ``timeout`` s (default 10) or ``travel`` (default: the stroke
+    limit's span).  Without ``home`` an encoder reads ``offset`` where the
+    carriage sits when the card starts.  See :mod:`hapflow.hil.homing`.
 
 Block key ``enable``: a digital output line (``DevN/portP/lineL``) that enables
 the block's amplifier: high while running, low in the safe state; or
@@ -78,6 +90,7 @@ from hapflow.graph import Graph
 from hapflow.units import UnitError, dimension
 
 from .backend import Channel
+from .homing import Home
 
 PHYSICAL = {"ai": re.compile(r"^[A-Za-z][\w-]*/ai\d+$"),
             "ao": re.compile(r"^[A-Za-z][\w-]*/ao\d+$"),
@@ -101,7 +114,9 @@ DECODINGS = {"X1": 1, "X2": 2, "X4": 4}
 TERMINALS = ("DEFAULT", "RSE", "NRSE", "DIFF", "PSEUDO_DIFF")
 """Analog input terminal configurations (nidaqmx ``TerminalConfiguration`` names)."""
 CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "terminal", "port",
-                "limit", "velocity_limit", "ramp")
+                "limit", "velocity_limit", "ramp", "tare", "home")
+HOME_KEYS = ("command", "drive", "at", "settle", "timeout", "travel")
+HOME_DEFAULTS = {"at": 0.0, "settle": 0.1, "timeout": 10.0}
 BLOCK_KEYS = ("enable",)
 ENABLE_KEYS = ("line", "active")
 POSITION_UNITS = ("m", "rad", "count")
@@ -125,6 +140,10 @@ class Bindings:
         ``"block.port"`` (a position) -> velocity limit in its unit per second.
     ramps : dict
         ``"block.port"`` (a command) -> ramp-to-zero time in s after a limit trip.
+    tares : dict
+        ``"block.port"`` (an analog input) -> seconds to average at arm time.
+    homes : dict
+        ``"block.port"`` (an encoder) -> its :class:`~hapflow.hil.homing.Home`.
     where : dict
         ``"block.port"`` -> file and line of its binding.
     """
@@ -133,6 +152,8 @@ class Bindings:
     limits: dict[str, tuple[float, float]] = field(default_factory=dict)
     velocity_limits: dict[str, float] = field(default_factory=dict)
     ramps: dict[str, float] = field(default_factory=dict)
+    tares: dict[str, float] = field(default_factory=dict)
+    homes: dict[str, Home] = field(default_factory=dict)
     where: dict[str, Where] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[Channel]:
@@ -201,6 +222,8 @@ def bind(graph: Graph) -> Bindings:
     order = {"ai": 0, "ci_encoder": 1, "ao": 2, "do": 3}
     out.channels.sort(key=lambda c: order[c.kind])
     check_consistency(graph, out)
+    for ref, spec in list(out.homes.items()):
+        out.homes[ref] = _home(ref, spec, out)
     return out
 
 
@@ -502,9 +525,80 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
         if ramp < 0:
             raise GraphError(f"hardware {ref}: ramp must be >= 0 s", where, block=block, port=port)
         out.ramps[ref] = ramp
+    if "tare" in spec:
+        if kind != "ai":
+            raise GraphError(f"hardware {ref}: tare applies to analog inputs (a force sensor "
+                             f"on DEVICE/aiN), not to a {kind} channel", where, block=block,
+                             port=port)
+        seconds = _number(spec["tare"], "tare", where, block, port)
+        if not 0 < seconds <= 10:
+            raise GraphError(f"hardware {ref}: tare is the time in s to average the input at "
+                             f"arm time, in (0, 10], got {seconds:g}", where, block=block,
+                             port=port)
+        out.tares[ref] = seconds
+    if "home" in spec:
+        if kind != "ci_encoder":
+            raise GraphError(f"hardware {ref}: home applies to encoders (DEVICE/ctrN), not to a "
+                             f"{kind} channel", where, block=block, port=port)
+        out.homes[ref] = spec["home"]          # checked by _home once every channel is bound
     out.channels.append(Channel(ref, kind, spec["channel"], scale, offset, low, high, unit or "",
                                 decoding=decoding, pulses_per_rev=pulses, terminal=terminal))
     out.where[ref] = where
+
+
+def _home(ref: str, spec: Any, out: Bindings) -> Home:
+    """The ``home:`` mapping of encoder ``ref``, checked against the other bindings."""
+    where = out.where[ref]
+    block, port = ref.split(".")
+    form = ("home must be a mapping {command: BLOCK or BLOCK.PORT of an analog output, "
+            "drive: COMMAND (its sign: towards the stop), at: POSITION OF THE STOP, "
+            "settle: S, timeout: S, travel: DISTANCE}")
+    if not isinstance(spec, dict):
+        raise GraphError(f"hardware {ref}: {form}; got {spec!r}", where, block=block, port=port)
+    unknown = [k for k in spec if k not in HOME_KEYS]
+    if unknown or "command" not in spec or "drive" not in spec:
+        what = (f"unknown key {unknown[0]!r}{suggest(unknown[0], HOME_KEYS)}" if unknown else
+                f"'{'command' if 'command' not in spec else 'drive'}' is missing")
+        raise GraphError(f"hardware {ref}: home: {what} ({form})", where, block=block, port=port)
+    commands = [c for c in out.channels if c.kind == "ao"]
+    name = spec["command"]
+    found = [c for c in commands if isinstance(name, str) and name in (c.port, c.port.split(".")[0])]
+    if len(found) != 1:
+        raise GraphError(f"hardware {ref}: home command {name!r} is not one bound analog output; "
+                         f"bound: {valid_list(c.port for c in commands)}", where, block=block,
+                         port=port)
+    cmd = found[0]
+    enc = next(c for c in out.channels if c.port == ref)
+    values = {k: _number(spec.get(k, HOME_DEFAULTS.get(k)), f"home {k}", where, block, port)
+              for k in ("drive", "at", "settle", "timeout")}
+    drive = values["drive"]
+    lo, hi = out.limits.get(cmd.port, (-math.inf, math.inf))
+    if drive == 0 or not lo < drive < hi:
+        raise GraphError(f"hardware {ref}: home drive {drive:g} {cmd.unit} must be nonzero (its "
+                         f"sign points to the stop) and within {cmd.port}'s limit "
+                         f"[{lo:g}, {hi:g}] {cmd.unit}", where, block=block, port=port)
+    for k in ("settle", "timeout"):
+        if not values[k] > 0:
+            raise GraphError(f"hardware {ref}: home {k} must be > 0 s, got {values[k]:g}", where,
+                             block=block, port=port)
+    stroke = out.limits.get(ref)
+    if stroke is not None and not stroke[0] < values["at"] < stroke[1]:
+        raise GraphError(f"hardware {ref}: home at {values['at']:g} {enc.unit} is outside the "
+                         f"stroke limit [{stroke[0]:g}, {stroke[1]:g}] {enc.unit}: the first tick "
+                         f"would trip; put the stop inside the limit", where, block=block,
+                         port=port)
+    if "travel" in spec:
+        travel = _number(spec["travel"], "home travel", where, block, port)
+    elif stroke is not None:
+        travel = stroke[1] - stroke[0]
+    else:
+        raise GraphError(f"hardware {ref}: home needs 'travel' (the most the carriage may move "
+                         f"while homing, in {enc.unit}) when {ref} has no stroke limit", where,
+                         block=block, port=port)
+    if not travel > 0:
+        raise GraphError(f"hardware {ref}: home travel must be > 0 {enc.unit}, got {travel:g}",
+                         where, block=block, port=port)
+    return Home(ref, cmd.port, drive, values["at"], values["settle"], values["timeout"], travel)
 
 
 def _enable(block: str, spec: Any, where: Where, out: Bindings) -> None:

@@ -62,7 +62,7 @@ from numba import njit
 from hapflow import __version__
 from hapflow.graph import Graph
 
-from . import realtime, safety
+from . import homing, realtime, safety
 from .arm import arm
 from .backend import Backend, DaqError, WatchdogExpired, by_kind
 from .bindings import Bindings, bind
@@ -365,6 +365,7 @@ class HilRunner:
                                tick=loop.done)
             if rec is not None:
                 rec.finish(status, realtime=settings.summary(), cpu_percent=cpu,
+                           arm_log="\n".join(self.arm_log),
                            overruns=loop.overruns, **_event_attrs(loop.event))
         timing = loop.kept_timing()
         loop.release()
@@ -497,6 +498,35 @@ class _Loop:
                      r.out_lo, r.out_hi, self.where)
         self.commands[:] = 0.0
 
+    def _arm_steps(self) -> bool:
+        """Tare, then home, on the started card (:mod:`hapflow.hil.homing`): their offsets
+        replace the bindings' from tick 0 on, their lines join the arm log.  False (a
+        safety event 'arm' before tick 0, outputs safe) when one failed."""
+        r = self.r
+        b = r.bindings
+        if not b.tares and not b.homes:
+            return True
+        pet_every = int(min(self.pet_ns // r.period, 2 ** 31))
+        edges = homing.ArmEdges(r.backend, len(r.ai), len(r.ci), self.safe_ao, self.safe_do,
+                                pet_every, self.stop)
+        ai_off, ci_off = self.par_in[1], self.par_in[3]
+        try:
+            if b.tares:
+                offsets, log = homing.tare(edges, r.ai, b.tares, r.rate)
+                for k, c in enumerate(r.ai):
+                    ai_off[k] = offsets.get(c.port, ai_off[k])
+                r.arm_log += log
+            for h in b.homes.values():
+                offset, line = homing.home(edges, h, r.ci, r.ao, r.do, r.rate,
+                                           b.velocity_limits.get(h.port))
+                ci_off[[c.port for c in r.ci].index(h.port)] = offset
+                r.arm_log.append(line)
+        except (homing.ArmFailed, DaqError) as exc:
+            self.trip(0, "arm", str(exc))
+            self._safe(0)
+            return False
+        return True
+
     def _safe(self, tick: int) -> None:
         """Outputs to the safe state now; a failure to do so is recorded, not raised."""
         try:
@@ -548,6 +578,8 @@ class _Loop:
             be.start()
         except DaqError as exc:
             self.trip(0, "DAQ error", str(exc))
+            return
+        if not self._arm_steps():
             return
         while tick < self.total:
             try:

@@ -20,7 +20,10 @@ settings, so that their effects can be told apart from the delay's):
   X1 or X2 decoding has ``decoding / 4`` as many cycles per unit, and the
   card (:class:`~hapflow.hil.simdaq.SimDaq`, the gRPC device server) divides
   the edge count down to the decoded count (``floor(edges * decoding / 4)``),
-  as a counter decoding X1 or X2 does;
+  as a counter decoding X1 or X2 does.  A counter counts from 0 at the card's
+  first edge, wherever the plant then sits (a plant starting at ``x0 != 0``
+  is a carriage left off its home at power-on; homing, :mod:`hapflow.hil.homing`,
+  ties the count to the mechanics);
 - **one sample of transport delay**: :meth:`SimRig.exchange` is one sample
   clock edge.  The values passed are the host's latest write; they are
   latched at this edge, the inputs are sampled at this edge, and the plant
@@ -241,6 +244,7 @@ class SimRig:
         self._noise_row = self._noise.shape[0]
         self._held_ai = np.zeros(len(self.ai))
         self._held_counts = np.zeros(len(self.ci), dtype=np.int64)
+        self._count0 = np.zeros(len(self.ci), dtype=np.int64)   # X4 count at the first edge
         self._glitch = np.zeros(len(self.ci), dtype=np.int64)
         self.tick = 0
         self.log = self.sim.log[:1]
@@ -351,6 +355,9 @@ class SimRig:
         _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
                        ai_volts_out)
         _count(row, self._ci_index, *self._ci_par[:2], counts_out)
+        if self.tick == 0:
+            self._count0[:] = counts_out
+        counts_out -= self._count0
         if self.faults:
             self._inject(ai_volts_out, counts_out)
         self._held_ai[:] = ai_volts_out

@@ -63,8 +63,8 @@ def test_the_arm_log_names_the_product_the_channels_and_the_self_test(server, da
     log = arm(backend, bind(graph))
     assert log == ["Dev1: PCIe-6351; 4 bound channels present (ai0, ctr0, ao0, port0/line0)",
                    "Dev1: self-test passed",
-                   "encoder zero: Dev1/ctr0 count from 0 at the arm position (no homing: "
-                   "positions and stroke limits are relative to it)"]
+                   "encoder zero: Dev1/ctr0 count from 0 where the carriage sits when the "
+                   "card starts (no home: positions and stroke limits are relative to it)"]
     backend.close()
 
 

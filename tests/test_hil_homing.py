@@ -1,0 +1,140 @@
+"""Tare and homing in the arm sequence: stroke limits relative to a defined home.
+
+tests/data/hil_homing.yaml: the test bed with end stops at +-20 mm, switched on with the
+carriage 6 mm off centre and a load cell reading 0.8 N at rest.  Its encoder counts from 0
+where the carriage sits when the card starts (as a DAQmx counter with initial count 0
+does), so without homing its +12 mm stroke limit would sit at +18 mm of the mechanics.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hapflow as hf
+from hapflow.cli import main
+from hapflow.errors import GraphError
+from hapflow.hil.bindings import bind
+from hapflow.hil.grpc_sim import serve_card, sim_card
+from hapflow.hil.nidaq import NidaqBackend
+from hapflow.hil.runner import HilRunner
+from hapflow.hil.safety import Policy
+from hapflow.hil.simdaq import SimDaq
+from hapflow.yamlio import loads
+
+HOMING = Path(__file__).parent / "data" / "hil_homing.yaml"
+STOP, LIMIT, POWER_ON = -0.02, 0.012, 0.006
+
+
+def graph(*changes):
+    text = HOMING.read_text()
+    for old, new in changes:
+        assert old in text
+        text = text.replace(old, new)
+    return loads(text, str(HOMING))
+
+
+class KeptSimDaq(SimDaq):
+    """The simulated card, keeping its rig (the plant's true state) after the run."""
+
+    def close(self):
+        self.kept = self.rig
+        self.outputs_at_close = (self._ao.copy(), self._do.copy())
+        super().close()
+
+
+@pytest.fixture(params=["sim", "nidaqmx"])
+def card(request):
+    """(runner for a graph, the rig behind it after the run) on either simulated card; the
+    free-running gRPC card does not run in real time, so its loop's timing policy is off."""
+    servers = []
+
+    def make(g):
+        if request.param == "sim":
+            be = KeptSimDaq(g, paced=False)
+            return HilRunner(g, be), lambda: be.kept
+        sim = sim_card(g, bind(g).channels, seed=g.seed, paced=False)
+        server, port = serve_card(sim)
+        servers.append(server)
+        relaxed = Policy(max_overruns=2**62, max_lateness=1e9)
+        return HilRunner(g, NidaqBackend(f"localhost:{port}"), relaxed), lambda: sim._rig
+
+    yield make
+    for s in servers:
+        s.stop(None)
+
+
+def test_homed_stroke_limit_trips_where_the_mechanics_are(card, tmp_path):
+    g = graph()
+    runner, rig = card(g)
+    result = runner.run(1.0, out=tmp_path / "run.h5")
+    rec = hf.recorder.load(result.path)
+    # tick 0 starts at the stop, which reads the stop's position (2 counts of still-window
+    # and 5 um of stop compliance under the 1 N drive)
+    assert abs(rec["enc.pos"][0] - STOP) < 2.5e-5
+    # the trajectory (from -20 mm to +14 mm) crosses the +12 mm limit at 0.21 s; the trip
+    # comes where the carriage truly is at +12 mm (one edge of 0.2 mm later at most);
+    # counted from the power-on position it would be at +18 mm
+    assert result.event.kind == "stroke limit", result.event
+    assert 0.19 < result.event.time < 0.24
+    assert abs(rig().signal("load.pos") - LIMIT) < 5e-4
+    log = rec.attrs["arm_log"]
+    assert "home enc.pos (Dev1/ctr0): motor.force_cmd at -1 N" in log
+    moved = float(log.split("still at count ")[1].split("(")[1].split(" m from")[0])
+    assert abs(moved - (STOP - POWER_ON)) < 2.5e-5           # it drove from +6 to -20 mm
+
+
+def test_tare_zeroes_the_force_reading_at_rest(card, tmp_path):
+    g = graph()
+    runner, _ = card(g)
+    result = runner.run(0.1, out=tmp_path / "run.h5")
+    rec = hf.recorder.load(result.path)
+    offset = float(rec.attrs["arm_log"].split("offset ")[1].split(" N")[0])
+    assert abs(offset + 0.8) < 2e-3               # the sensor's 0.8 N at rest, noise 1 mN rms
+    # at tick 0 the carriage rests on the stop (the motor's -1 N lag against the stop's
+    # reaction): the load cell reads about 0, not the 0.8 N it read before the tare
+    assert abs(rec["head.force"][0]) < 0.05, rec["head.force"][:3]
+
+
+@pytest.mark.parametrize("change, words", [
+    (("pos_min: -0.02", "pos_min: -0.2"),
+     "homing enc.pos: moved 0.03305 m driving motor.force_cmd at -1 N without reaching a stop "
+     "(travel 0.033 m)"),
+    (("drive: -1.0", "drive: -10"), "more than its velocity limit 0.5 m/s"),
+])
+def test_homing_that_finds_no_stop_ends_safe_before_tick_0(change, words):
+    g = graph(change)
+    backend = KeptSimDaq(g, paced=False)
+    result = HilRunner(g, backend).run(1.0)
+    assert result.event.kind == "arm" and words in result.event.message, result.event
+    assert result.ticks == 0
+    ao, do = backend.outputs_at_close
+    assert ao.tolist() == [0.0] and do.tolist() == [False]      # 0 V, amplifier disabled
+
+
+@pytest.mark.parametrize("change, message", [
+    (("home: {command: motor, drive: -1.0, at: -0.02}", "home: {command: mot, drive: -1.0}"),
+     "home command 'mot' is not one bound analog output; bound: motor.force_cmd"),
+    (("drive: -1.0", "drive: -20"), "home drive -20 N must be nonzero (its sign points to the "
+                                    "stop) and within motor.force_cmd's limit [-15, 15] N"),
+    (("at: -0.02", "at: -0.03"), "home at -0.03 m is outside the stroke limit [-0.021, 0.012] m"),
+    (("at: -0.02}", "at: -0.02, speed: 1}"), "home: unknown key 'speed'"),
+    (("limit: [-0.021, 0.012],", ""), "home needs 'travel'"),
+    (("drive: -1.0, ", ""), "home: 'drive' is missing"),
+    (("tare: 0.05", "tare: 0"), "tare is the time in s to average the input at arm time"),
+    (("velocity_limit: 0.5,", "velocity_limit: 0.5, tare: 0.1,"),
+     "hardware enc.pos: tare applies to analog inputs"),
+    (("newtons_per_volt: 10.0, tare: 0.05", "newtons_per_volt: 10.0, home: {}"),
+     "hardware head.force: home applies to encoders"),
+])
+def test_home_and_tare_bindings_refused_with_file_line_and_what_is_valid(change, message):
+    with pytest.raises(GraphError) as e:
+        bind(graph(change))
+    assert message in str(e.value) and str(e.value).startswith(f"{HOMING}:"), str(e.value)
+
+
+def test_hil_arm_names_the_home_and_tare_it_will_do(capsys):
+    assert main(["hil", "arm", str(HOMING)]) == 0
+    out = capsys.readouterr().out
+    assert ("home enc.pos: at start, motor.force_cmd at -1 until still for 0.1 s (at most 10 s, "
+            "0.033 of travel); that position reads -0.02") in out
+    assert "tare head.force: at start, averaged over 0.05 s with the outputs safe" in out
