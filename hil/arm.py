@@ -46,6 +46,7 @@ def arm(backend: Backend, bindings: Bindings) -> list[str]:
     channels = bindings.channels
     for device in dict.fromkeys(c.device for c in channels):
         product, present = backend.device(device)
+        known = PRODUCTS.get(product)
         for c in (c for c in channels if c.device == device):
             if c.physical not in present[c.kind]:
                 block, port = c.port.split(".")
@@ -53,13 +54,14 @@ def arm(backend: Backend, bindings: Bindings) -> list[str]:
                                  f"channel {c.physical.split('/', 1)[1]!r}; it has "
                                  f"{_span(present[c.kind])}", bindings.where[c.port],
                                  block=block, port=port)
-            known = PRODUCTS.get(product)
             problem = known.terminal_problem(c.physical.split("/", 1)[1], c.terminal) \
                 if known is not None and c.kind == "ai" else ""
             if problem:
                 block, port = c.port.split(".")
                 raise GraphError(f"hardware {c.port}: terminal {c.terminal}: {problem}",
                                  bindings.where[c.port], block=block, port=port)
+        if known is not None:
+            _check_filters(known, [c for c in channels if c.device == device and c.filter], bindings)
         bound = [c for c in channels if c.device == device]
         log.append(f"{device}: {product}; {len(bound)} bound channels present "
                    f"({', '.join(c.physical.split('/', 1)[1] for c in bound)})")
@@ -76,6 +78,19 @@ def arm(backend: Backend, bindings: Bindings) -> list[str]:
     for port, seconds in bindings.tares.items():
         log.append(f"tare {port}: at start, averaged over {seconds:g} s with the outputs safe")
     return log
+
+
+def _check_filters(product, encoders: list, bindings: Bindings) -> None:
+    """One custom digital filter width per device (besides the product's fixed ones)."""
+    custom = [c for c in encoders if product.custom_filter(c.filter)]
+    for c in custom[1:]:
+        if abs(c.filter - custom[0].filter) > 1e-12:
+            block, port = c.port.split(".")
+            fixed = ", ".join(f"{w * 1e6:g} us" for w in product.filters)
+            raise GraphError(f"hardware {c.port}: filter {c.filter:g} s: the {product.name} has one "
+                             f"custom digital filter width per device and {custom[0].port} uses "
+                             f"{custom[0].filter:g} s; use the same, or a fixed width ({fixed})",
+                             bindings.where[c.port], block=block, port=port)
 
 
 def _span(names: list[str]) -> str:

@@ -58,6 +58,14 @@ class Channel:
     terminal : str
         Analog input terminal configuration, nidaqmx's ``TerminalConfiguration``
         name: ``DEFAULT``, ``RSE``, ``NRSE``, ``DIFF`` or ``PSEUDO_DIFF``.
+    z_index : int or None
+        Encoder: the count (as reported, after decoding) the Z index resets it to;
+        None: Z indexing off.
+    z_phase : str
+        Encoder: the A/B state of the Z reset, nidaqmx's ``EncoderZIndexPhase`` name.
+    filter : float
+        Encoder: digital filter minimum pulse width in s on the A, B (and Z) inputs;
+        0: off.
     """
 
     port: str
@@ -72,6 +80,9 @@ class Channel:
     decoding: int = 4
     pulses_per_rev: int = 0
     terminal: str = "DEFAULT"
+    z_index: int | None = None
+    z_phase: str = "AHIGH_BHIGH"
+    filter: float = 0.0
 
     @property
     def active(self) -> bool:

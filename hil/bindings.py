@@ -39,6 +39,18 @@ Channel keys:
 ``decoding``
     Encoder quadrature decoding ``X1``, ``X2`` or ``X4`` (default; 1, 2 or 4
     counts per encoder cycle, nidaqmx ``EncoderType``).
+``z_index``
+    Encoder: reset the count on the Z index pulse, so that the index position
+    reads this value (port unit; NI-DAQmx ``zidx_enable``/``zidx_val``).
+``z_phase``
+    Encoder: the A/B state at which Z resets it, ``AHIGH_BHIGH`` (default),
+    ``AHIGH_BLOW``, ``ALOW_BHIGH`` or ``ALOW_BLOW`` (nidaqmx ``EncoderZIndexPhase``).
+``filter``
+    Encoder: digital filter minimum pulse width in s on its A, B (and Z) inputs
+    (nidaqmx ``ci_encoder_a_input_dig_fltr_min_pulse_width`` ...): pulses
+    shorter do not pass.  It must pass the edges at the ``velocity_limit``
+    (an A pulse lasts two quadrature edges); the arm sequence checks it against
+    the card (an X Series card has 90 ns, 5.12 us, 2.56 ms and one custom width).
 ``terminal``
     Analog input terminal configuration (nidaqmx ``TerminalConfiguration``):
     ``DEFAULT``, ``RSE``, ``NRSE``, ``DIFF`` or ``PSEUDO_DIFF``; checked
@@ -91,6 +103,7 @@ from hapflow.units import UnitError, dimension
 
 from .backend import Channel
 from .homing import Home
+from .simcounter import Z_PHASES, filter_rate
 
 PHYSICAL = {"ai": re.compile(r"^[A-Za-z][\w-]*/ai\d+$"),
             "ao": re.compile(r"^[A-Za-z][\w-]*/ao\d+$"),
@@ -113,7 +126,8 @@ DECODINGS = {"X1": 1, "X2": 2, "X4": 4}
 """Quadrature decoding (nidaqmx ``EncoderType.X_1`` ...) -> counts per encoder cycle."""
 TERMINALS = ("DEFAULT", "RSE", "NRSE", "DIFF", "PSEUDO_DIFF")
 """Analog input terminal configurations (nidaqmx ``TerminalConfiguration`` names)."""
-CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", "decoding", "terminal", "port",
+ENCODER_KEYS = ("decoding", "z_index", "z_phase", "filter")
+CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", *ENCODER_KEYS, "terminal", "port",
                 "limit", "velocity_limit", "ramp", "tare", "home")
 HOME_KEYS = ("command", "drive", "at", "settle", "timeout", "travel")
 HOME_DEFAULTS = {"at": 0.0, "settle": 0.1, "timeout": 10.0}
@@ -541,9 +555,46 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
             raise GraphError(f"hardware {ref}: home applies to encoders (DEVICE/ctrN), not to a "
                              f"{kind} channel", where, block=block, port=port)
         out.homes[ref] = spec["home"]          # checked by _home once every channel is bound
+    z_index, z_phase, width = _encoder_extras(spec, kind, scale, offset, decoding, unit, ref,
+                                              out.velocity_limits.get(ref), where)
     out.channels.append(Channel(ref, kind, spec["channel"], scale, offset, low, high, unit or "",
-                                decoding=decoding, pulses_per_rev=pulses, terminal=terminal))
+                                decoding=decoding, pulses_per_rev=pulses, terminal=terminal,
+                                z_index=z_index, z_phase=z_phase, filter=width))
     out.where[ref] = where
+
+
+def _encoder_extras(spec: dict, kind: str, scale: float, offset: float, decoding: int,
+                    unit: str | None, ref: str, velocity_limit: float | None,
+                    where: Where) -> tuple[int | None, str, float]:
+    """(Z index reset count or None, Z phase, filter width in s) of an encoder binding."""
+    block, port = ref.split(".")
+    given = [k for k in ("z_index", "z_phase", "filter") if k in spec]
+    if given and kind != "ci_encoder":
+        raise GraphError(f"hardware {ref}: {given[0]} applies to encoder channels (DEVICE/ctrN), "
+                         f"not to a {kind} channel", where, block=block, port=port)
+    z_index = None
+    if "z_index" in spec:
+        z_index = round((_number(spec["z_index"], "z_index", where, block, port) - offset) / scale)
+    phase = spec.get("z_phase", "AHIGH_BHIGH")
+    if phase not in Z_PHASES or ("z_phase" in spec and z_index is None):
+        raise GraphError(f"hardware {ref}: z_phase must be one of {', '.join(Z_PHASES)} (the A/B "
+                         f"state of the Z reset), with z_index set; got {phase!r}", where,
+                         block=block, port=port)
+    width = 0.0
+    if "filter" in spec:
+        width = _number(spec["filter"], "filter", where, block, port)
+        if not 0 < width <= 1:
+            raise GraphError(f"hardware {ref}: filter is the digital filter's minimum pulse width "
+                             f"in s, in (0, 1], got {width:g}", where, block=block, port=port)
+        fastest = filter_rate(width) / (4 / decoding) * abs(scale)
+        if velocity_limit is not None and fastest < velocity_limit:
+            raise GraphError(f"hardware {ref}: filter {width:g} s passes at most "
+                             f"{filter_rate(width):.4g} quadrature edges/s = {fastest:.4g} {unit}/s "
+                             f"(an A pulse lasts two edges), less than the velocity limit "
+                             f"{velocity_limit:g} {unit}/s: counts would be lost before it trips; "
+                             f"shorten the filter below {2 / (velocity_limit / abs(scale) * 4 / decoding):.3g} s",
+                             where, block=block, port=port)
+    return z_index, phase, width
 
 
 def _home(ref: str, spec: Any, out: Bindings) -> Home:

@@ -88,6 +88,7 @@ import numpy as np
 from .backend import Channel, DaqError, by_kind
 from .cardwatchdog import WatchdogTimer
 from .products import PCIE_6351
+from .simcounter import Z_PHASES, CounterSetup, Counters
 
 PRODUCT = PCIE_6351.name
 """Product type the simulated devices report."""
@@ -104,6 +105,11 @@ WDT_RESET_TIMER, WDT_CLEAR_EXPIRATION = 0, 1
 TASK_START, TASK_STOP, TASK_COMMIT, TASK_ABORT = 0, 1, 3, 6
 IDLE_ZERO_VOLTS, IDLE_MAINTAIN = 12526, 12528
 AO_IDLE_OUTPUT_BEHAVIOR = 0x2240
+FILTER_ATTRIBUTES = {0x21FB: ("a", "enable"), 0x21FC: ("a", "width"),
+                     0x2200: ("b", "enable"), 0x2201: ("b", "width"),
+                     0x2205: ("z", "enable"), 0x2206: ("z", "width")}
+"""Encoder input digital filter channel attributes (nidaqmx ``CIChannel.ci_encoder_a_input_dig_fltr_enable``,
+``..._min_pulse_width``, the same for B and Z) -> (input, setting)."""
 WATCHDOG_MAX_S = (2 ** 32 - 1) * 8e-9
 """Longest X Series watchdog timeout: a 32-bit count of 8 ns (34.4 s)."""
 DECODING = {10090: 4, 10091: 2, 10092: 1}
@@ -218,6 +224,14 @@ class SimChan:
     per_count: float = 1.0  # encoder: units per reported count (1 for ticks)
     initial: float = 0.0
     idle: int = IDLE_MAINTAIN   # analog output: idle output behaviour
+    z_reset: int | None = None  # encoder: reported count the Z index resets to
+    z_phase: str = "AHIGH_BHIGH"
+    filters: dict = field(default_factory=dict)   # encoder: input 'a'/'b'/'z' -> [on, width]
+
+    def setup(self) -> CounterSetup:
+        """The counter's configuration (the filter on A and B: the longer one that is on)."""
+        widths = [w for i, (on, w) in self.filters.items() if on and i in "ab"]
+        return CounterSetup(self.divisor, self.z_reset, self.z_phase, max(widths, default=0.0))
 
 
 @dataclass
@@ -276,6 +290,7 @@ class SimCard:
         self._make_rig = make_rig
         self._spare = (spare_rate, make_rig(spare_rate)) if spare_rate else None
         self._rig: Rig | None = None
+        self._counters = Counters([CounterSetup()] * n["ci_encoder"])
         self._tasks: dict[str, SimTask] = {}
         self._unnamed = 0
         self._lock = threading.RLock()
@@ -369,6 +384,16 @@ class SimCard:
             chan.divisor = DECODING[config["decoding"]]
             chan.per_count = _per_count(config, 4 // chan.divisor)
             chan.initial = float(config["initial"])
+            if config.get("zidx_enable"):
+                phase = {v: k for k, v in Z_PHASES.items()}.get(config["zidx_phase"])
+                if phase is None:
+                    raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, task.name,
+                                      Property="Z Index Phase", Requested_Value=config["zidx_phase"],
+                                      Possible_Values=", ".join(f"{k} ({v})"
+                                                                for k, v in Z_PHASES.items()),
+                                      Channel_Name=chan.name)
+                chan.z_reset = round(config["zidx_val"] / chan.per_count)
+                chan.z_phase = phase
         return chan
 
     def configure_timing(self, name: str, rate: float, source: str, mode: int) -> None:
@@ -427,6 +452,13 @@ class SimCard:
                 raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, task.name, Property="Sample Clock Rate",
                                   Requested_Value=f"{rate:g} Hz", Reason=str(e)) from None
         self.rate, self.edge, self._master = rate, 0, task.name
+        setups = {c.index: c.setup() for t in self._tasks.values() if t.kind == "ci_encoder"
+                  for c in t.chans if c.index >= 0}
+        self._counters = Counters([setups.get(i, CounterSetup()) for i in range(len(self.counts))])
+        n = len(self.counts)
+        self._edge_info = tuple(getattr(self._rig, name, np.zeros(n, dtype=dtype)) for name, dtype
+                                in (("edge_rate", float), ("index_edges", np.int64),
+                                    ("index_period", np.int64)))
         for t in self._tasks.values():
             t.last_read = 0     # edge 0 is the start: a read waits for the first sample
         self._t0 = time.monotonic()
@@ -555,6 +587,37 @@ class SimCard:
         """True when an expired watchdog holds output ``index`` of ``kind``."""
         return any(t.guards(kind, index) for t in self._timers())
 
+    def set_filter(self, name: str, channel: str, attribute: int, value: float | bool) -> None:
+        """An encoder input's digital filter: enable (bool) or minimum pulse width (s).  As on
+        X Series, a width other than 90 ns, 5.12 us or 2.56 ms is the device's one custom
+        width (NI-DAQmx Help, "Digital Filtering Considerations for X Series")."""
+        line, what = FILTER_ATTRIBUTES[attribute]
+        with self._lock:
+            task = self.task(name)
+            _check_kind(task, "ci_encoder", ATTRIBUTE_NOT_SUPPORTED)
+            for c in task.chans:
+                if channel and c.name != channel:
+                    continue
+                state = c.filters.setdefault(line, [False, 0.0])
+                if what == "enable":
+                    state[0] = bool(value)
+                    continue
+                if not (0 < value <= 1) or (PCIE_6351.custom_filter(value) and any(
+                        PCIE_6351.custom_filter(w) and abs(w - value) > 1e-12
+                        for other in self._encoder_chans(c.physical.split("/")[0])
+                        for _, w in other.filters.values() if w)):
+                    raise DaqmxStatus(INVALID_ATTRIBUTE_VALUE, name,
+                                      Property="Digital Filter Minimum Pulse Width",
+                                      Requested_Value=f"{value:g} s",
+                                      Possible_Values="90e-9, 5.12e-6, 2.56e-3 s or the "
+                                                      "device's one custom width",
+                                      Channel_Name=c.name)
+                state[1] = float(value)
+
+    def _encoder_chans(self, device: str) -> list[SimChan]:
+        return [c for t in self._tasks.values() if t.kind == "ci_encoder" for c in t.chans
+                if c.physical.split("/")[0] == device]
+
     def set_idle(self, name: str, channel: str, value: int) -> None:
         """An analog output's idle output behaviour (zero volts or maintain existing value)."""
         with self._lock:
@@ -626,6 +689,7 @@ class SimCard:
         try:
             for _ in range(edges):
                 self._rig.exchange(self.ao, self.do, self.ai, self.counts)
+                self._counters.edge(self.counts, *self._edge_info)
                 self.edge += 1
         except DaqError as e:
             raise DaqmxStatus(DEV_CANNOT_BE_ACCESSED, self._master or "",
@@ -660,7 +724,7 @@ class SimCard:
             task = self.task(name)
             self._sample(task, "ci_encoder", timeout)
             c = task.chans[0]
-            count = int(self.counts[c.index]) // c.divisor if c.index >= 0 else 0
+            count = int(self._counters.out[c.index]) if c.index >= 0 else 0
             return c.initial + count * c.per_count
 
     def write_ao(self, name: str, volts: Sequence[float]) -> None:

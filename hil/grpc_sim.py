@@ -21,7 +21,11 @@ so the real ``nidaqmx`` client code drives the simulated rig end to end:
   ``CfgWatchdogAOExpirStates`` (refused, as on X Series), ``TaskControl``,
   ``ControlWatchdogTask``, ``GetWatchdogAttributeBool`` (expired),
   ``GetWatchdogAttributeDouble`` (timeout);
-- channel attributes: ``SetChanAttributeInt32`` (analog output idle output behaviour);
+- channels: ``CreateCILinEncoderChan``/``CreateCIAngEncoderChan`` with Z indexing
+  (``zidx_enable``, ``zidx_val``, ``zidx_phase``);
+- channel attributes: ``SetChanAttributeInt32`` (analog output idle output behaviour),
+  ``SetChanAttributeBool``/``SetChanAttributeDouble`` (encoder input digital filters:
+  enable and minimum pulse width of A, B and Z);
 - system: ``GetSystemInfoAttributeString`` (device names),
   ``GetSystemInfoAttributeUInt32`` (driver version), ``GetDeviceAttributeString``
   (product type, physical channels), ``GetDeviceAttributeBool`` (is simulated),
@@ -54,8 +58,8 @@ from hapflow.errors import HapflowError
 from hapflow.graph import Graph
 
 from .backend import Channel
-from .grpc_card import (ANGLE_PER_REV, AO_IDLE_OUTPUT_BEHAVIOR, INVALID_ATTRIBUTE_VALUE,
-                        MESSAGES, PRODUCT, TICKS, DaqmxStatus, SimCard)
+from .grpc_card import (ANGLE_PER_REV, AO_IDLE_OUTPUT_BEHAVIOR, FILTER_ATTRIBUTES,
+                        INVALID_ATTRIBUTE_VALUE, MESSAGES, PRODUCT, TICKS, DaqmxStatus, SimCard)
 
 DRIVER_VERSION = {0x1272: 23, 0x1923: 8, 0x2F22: 0}
 """NI-DAQmx version reported (major, minor, update attribute ids)."""
@@ -172,6 +176,22 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
         return _unsupported(context, "channel attribute", request.attribute_raw)
 
     @_daqmx
+    def SetChanAttributeBool(self, request, context):
+        if request.attribute_raw in FILTER_ATTRIBUTES:
+            self.card.set_filter(request.task.name, request.channel, request.attribute_raw,
+                                 request.value)
+            return pb.SetChanAttributeBoolResponse()
+        return _unsupported(context, "channel attribute", request.attribute_raw)
+
+    @_daqmx
+    def SetChanAttributeDouble(self, request, context):
+        if request.attribute_raw in FILTER_ATTRIBUTES:
+            self.card.set_filter(request.task.name, request.channel, request.attribute_raw,
+                                 request.value)
+            return pb.SetChanAttributeDoubleResponse()
+        return _unsupported(context, "channel attribute", request.attribute_raw)
+
+    @_daqmx
     def CreateAIVoltageChan(self, request, context):
         self.card.add_channels(request.task.name, "ai", request.physical_channel,
                                request.name_to_assign_to_channel,
@@ -191,7 +211,8 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
         self.card.add_channels(request.task.name, "ci_encoder", request.counter,
                                request.name_to_assign_to_channel,
                                decoding=request.decoding_type_raw, units=request.units_raw,
-                               per_pulse=request.dist_per_pulse, initial=request.initial_pos)
+                               per_pulse=request.dist_per_pulse, initial=request.initial_pos,
+                               **_z_index(request))
         return pb.CreateCILinEncoderChanResponse()
 
     @_daqmx
@@ -203,7 +224,7 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
                                request.name_to_assign_to_channel,
                                decoding=request.decoding_type_raw, units=units,
                                pulses_per_rev=request.pulses_per_rev,
-                               initial=request.initial_angle)
+                               initial=request.initial_angle, **_z_index(request))
         return pb.CreateCIAngEncoderChanResponse()
 
     @_daqmx
@@ -302,6 +323,12 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
 
     def GetErrorString(self, request, context):
         return pb.GetErrorStringResponse(error_string=MESSAGES.get(request.error_code, ""))
+
+
+def _z_index(request) -> dict:
+    """The Z index fields of an encoder channel request."""
+    return dict(zidx_enable=request.zidx_enable, zidx_val=request.zidx_val,
+                zidx_phase=request.zidx_phase_raw)
 
 
 def _check_one_sample(request) -> None:

@@ -8,8 +8,10 @@ Tasks (hardware-timed single point, see DESIGN "Scheduling")
     - **encoders**: one counter task per ``ci_encoder`` channel (an angular
       encoder, ``add_ci_ang_encoder_chan`` with its ``pulses_per_rev``, or a
       linear one, ``add_ci_lin_encoder_chan``; ``EncoderType.X_1/X_2/X_4``
-      decoding; read in ticks, scaled by the bindings), clocked by the
-      master's sample clock;
+      decoding; Z index reset with ``zidx_enable``/``zidx_val`` (in ticks)/
+      ``zidx_phase``; the A, B (and Z) inputs' digital filter
+      ``ci_encoder_a_input_dig_fltr_enable``/``..._min_pulse_width``; read in
+      ticks, scaled by the bindings), clocked by the master's sample clock;
     - **analog output**: every ``ao`` channel in one task, clocked by the
       master's sample clock: a value written in tick k is generated at edge
       k + 1;
@@ -232,8 +234,8 @@ class NidaqBackend(Backend):
 
     def _input_tasks(self, ai: list[Channel], ci: list[Channel], rate: float) -> None:
         """The analog-input task (master clock) and one counter task per encoder."""
-        from nidaqmx.constants import (AcquisitionType, AngleUnits, EncoderType, LengthUnits,
-                                       TerminalConfiguration)
+        from nidaqmx.constants import (AcquisitionType, AngleUnits, EncoderType,
+                                       EncoderZIndexPhase, LengthUnits, TerminalConfiguration)
         hwtsp = AcquisitionType.HW_TIMED_SINGLE_POINT
         self._ai = self._task()
         for c in ai:
@@ -247,16 +249,20 @@ class NidaqBackend(Backend):
         self._ci = []
         for c in ci:
             self._ci.append(task := self._task())
-            decoding = EncoderType[f"X_{c.decoding}"]
+            z = dict(decoding_type=EncoderType[f"X_{c.decoding}"],
+                     zidx_enable=c.z_index is not None, zidx_val=float(c.z_index or 0),
+                     zidx_phase=EncoderZIndexPhase[c.z_phase])
             with self._on(c):
                 if c.pulses_per_rev:
-                    task.ci_channels.add_ci_ang_encoder_chan(
-                        c.physical, decoding_type=decoding, units=AngleUnits.TICKS,
-                        pulses_per_rev=c.pulses_per_rev, initial_angle=0.0)
+                    chan = task.ci_channels.add_ci_ang_encoder_chan(
+                        c.physical, units=AngleUnits.TICKS, pulses_per_rev=c.pulses_per_rev,
+                        initial_angle=0.0, **z)
                 else:
-                    task.ci_channels.add_ci_lin_encoder_chan(
-                        c.physical, decoding_type=decoding, units=LengthUnits.TICKS,
-                        dist_per_pulse=1.0, initial_pos=0.0)
+                    chan = task.ci_channels.add_ci_lin_encoder_chan(
+                        c.physical, units=LengthUnits.TICKS, dist_per_pulse=1.0,
+                        initial_pos=0.0, **z)
+                if c.filter:
+                    _encoder_filter(chan, c.filter, c.z_index is not None)
                 task.timing.cfg_samp_clk_timing(rate, source=clock, sample_mode=hwtsp)
 
     def _output_tasks(self, ao: list[Channel], do: list[Channel], rate: float, clock: str) -> None:
@@ -420,6 +426,13 @@ class NidaqBackend(Backend):
     def _check_open(self) -> None:
         if not self._opened:
             raise DaqError("the nidaqmx backend is not open: call open(channels, rate) first")
+
+
+def _encoder_filter(chan, width: float, z: bool) -> None:
+    """Digital filter of minimum pulse width ``width`` s on the A and B inputs (and Z)."""
+    for line in ("a", "b", "z") if z else ("a", "b"):
+        setattr(chan, f"ci_encoder_{line}_input_dig_fltr_enable", True)
+        setattr(chan, f"ci_encoder_{line}_input_dig_fltr_min_pulse_width", width)
 
 
 class _GrpcWaiter:

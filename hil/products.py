@@ -32,6 +32,11 @@ class Product:
     diff_pairs : int
         Differential pairs: ``aiN`` (N < diff_pairs) pairs with ``aiN+diff_pairs``,
         which cannot be differential itself.
+    filters : tuple of float
+        Fixed digital filter minimum pulse widths (s) of its counter inputs; besides
+        them one custom width per device (NI-DAQmx Help, "Digital Filtering
+        Considerations for X Series": 90 ns, 5.12 us, 2.56 ms; "the custom filter
+        value must be the same for all lines across the device").
     """
 
     name: str
@@ -39,6 +44,11 @@ class Product:
     self_test: bool = True
     terminals: tuple[str, ...] = ("RSE", "NRSE", "DIFF")
     diff_pairs: int = 8
+    filters: tuple[float, ...] = (90e-9, 5.12e-6, 2.56e-3)
+
+    def custom_filter(self, width: float) -> bool:
+        """Whether a digital filter ``width`` (s) is a custom one, not a fixed setting."""
+        return not any(abs(width - f) <= 1e-9 * f for f in self.filters)
 
     def terminal_problem(self, local: str, terminal: str) -> str:
         """Why analog input ``local`` (``"ai3"``) cannot use ``terminal``; '' when it can."""

@@ -34,6 +34,7 @@ from .backend import Backend, Channel, DaqError, WatchdogExpired, by_kind
 from .cardwatchdog import WatchdogTimer
 from .clock import Pacer, now_ns
 from .products import PCIE_6351
+from .simcounter import CounterSetup, Counters
 from .simrig import BITS, Fault, SimRig
 
 
@@ -107,9 +108,8 @@ class SimDaq(Backend):
         self._do = self._safe_do.copy()
         self._ai = np.zeros(len(by_kind(channels, "ai")))
         self._counts = np.zeros(len(by_kind(channels, "ci_encoder")), dtype=np.int64)
-        divisors = [4 // c.decoding for c in by_kind(channels, "ci_encoder")]
-        self._divisor = np.array(divisors, dtype=np.int64) if any(d != 1 for d in divisors) \
-            else None       # X1/X2 decoding: edges per reported count
+        self.counters = Counters([CounterSetup(4 // c.decoding, c.z_index, c.z_phase, c.filter)
+                                  for c in by_kind(channels, "ci_encoder")])
     def _rig(self) -> SimRig:
         if self.rig is None:
             raise DaqError("the simulated card is not open: call open() first")
@@ -150,6 +150,7 @@ class SimDaq(Backend):
             if self.watchdog is not None:
                 self.watchdog.poll(deadline + i * period, self._ao, self._do)
             rig.exchange(self._ao, self._do, self._ai, self._counts)
+            self.counters.edge(self._counts, rig.edge_rate, rig.index_edges, rig.index_period)
             self.edges += 1
             edge_late, edge_dropped = rig.timing_fault(rig.tick - 1)
             late, dropped = max(late, edge_late), dropped or edge_dropped
@@ -165,13 +166,10 @@ class SimDaq(Backend):
         return self._edge
 
     def read(self, ai_volts: np.ndarray, counts: np.ndarray) -> None:
-        """The samples of the latest edge; encoder counts after each channel's decoding
-        (X1, X2: the quadrature edges divided down, rounding towards -inf)."""
+        """The samples of the latest edge; encoder counts as the counters report them
+        (decoding, Z index, digital filter: :mod:`hapflow.hil.simcounter`)."""
         ai_volts[:] = self._ai
-        if self._divisor is None:
-            counts[:] = self._counts
-        else:
-            np.floor_divide(self._counts, self._divisor, out=counts)
+        counts[:] = self.counters.out
 
     def write(self, ao_volts: np.ndarray, do_states: np.ndarray) -> None:
         """Hold the outputs; they reach the plant at the next edge (ignored once the

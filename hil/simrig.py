@@ -23,7 +23,11 @@ settings, so that their effects can be told apart from the delay's):
   as a counter decoding X1 or X2 does.  A counter counts from 0 at the card's
   first edge, wherever the plant then sits (a plant starting at ``x0 != 0``
   is a carriage left off its home at power-on; homing, :mod:`hapflow.hil.homing`,
-  ties the count to the mechanics);
+  ties the count to the mechanics).  The counter itself (decoding, Z index,
+  digital filter) is :mod:`hapflow.hil.simcounter`'s: the rig gives it the
+  edges, their rate (:attr:`SimRig.edge_rate`) and where the encoder's index
+  marks are (:attr:`SimRig.index_edges`, :attr:`SimRig.index_period`: the
+  plant's position 0, or every revolution of an angular encoder);
 - **one sample of transport delay**: :meth:`SimRig.exchange` is one sample
   clock edge.  The values passed are the host's latest write; they are
   latched at this edge, the inputs are sampled at this edge, and the plant
@@ -177,6 +181,16 @@ def _count(f, index, scale, offset, out):
         out[k] = np.int64(math.floor((f[index[k]] - offset[k]) / scale[k] + 0.5))
 
 
+@njit(cache=True)
+def _edge_rate(f, index, scale, offset, rate, prev, out):
+    """|edges per second| over the last sample of each encoder (its position in edges, not
+    rounded, kept in ``prev``)."""
+    for k in range(index.size):
+        e = (f[index[k]] - offset[k]) / scale[k]
+        out[k] = abs(e - prev[k]) * rate
+        prev[k] = e
+
+
 def _arrays(chs: list[Channel]) -> tuple[np.ndarray, ...]:
     return tuple(np.array([getattr(c, a) for c in chs], dtype=np.float64)
                  for a in ("scale", "offset", "low", "high"))
@@ -245,6 +259,15 @@ class SimRig:
         self._held_ai = np.zeros(len(self.ai))
         self._held_counts = np.zeros(len(self.ci), dtype=np.int64)
         self._count0 = np.zeros(len(self.ci), dtype=np.int64)   # X4 count at the first edge
+        self._rate = float(rate)
+        self._edge_pos = np.zeros(len(self.ci))
+        self.edge_rate = np.zeros(len(self.ci))
+        """Quadrature edges per second each encoder moved over the last edge (for a filter)."""
+        self.index_edges = np.zeros(len(self.ci), dtype=np.int64)
+        """An index mark of each encoder, in edges from the card's first edge (its plant
+        position 0)."""
+        self.index_period = np.array([4 * c.pulses_per_rev for c in self.ci], dtype=np.int64)
+        """Edges between index marks: one revolution (angular), 0: one mark (linear)."""
         self._glitch = np.zeros(len(self.ci), dtype=np.int64)
         self.tick = 0
         self.log = self.sim.log[:1]
@@ -259,6 +282,8 @@ class SimRig:
         _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
                        np.zeros(len(self.ai)))
         _count(row, self._ci_index, *self._ci_par[:2], np.zeros(len(self.ci), dtype=np.int64))
+        _edge_rate(row, self._ci_index, *self._ci_par[:2], 1.0, np.zeros(len(self.ci)),
+                   np.zeros(len(self.ci)))
         self._noise_row = self._noise.shape[0]        # the run starts from a fresh noise block
         self._rng = np.random.default_rng(self._seed)
 
@@ -357,6 +382,12 @@ class SimRig:
         _count(row, self._ci_index, *self._ci_par[:2], counts_out)
         if self.tick == 0:
             self._count0[:] = counts_out
+            _count(np.zeros(row.size), self._ci_index, *self._ci_par[:2], self.index_edges)
+            self.index_edges -= self._count0
+            _edge_rate(row, self._ci_index, *self._ci_par[:2], self._rate, self._edge_pos,
+                       self.edge_rate)
+        _edge_rate(row, self._ci_index, *self._ci_par[:2], self._rate, self._edge_pos,
+                   self.edge_rate)
         counts_out -= self._count0
         if self.faults:
             self._inject(ai_volts_out, counts_out)
