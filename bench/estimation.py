@@ -25,16 +25,22 @@ graph and its baseline alike):
   with the ``linear`` model of the same sizes (identity ``A``, zero ``B``,
   ``H`` picking the first states) in place of the slider-crank models: the
   filter machinery alone, without the model functions' trigonometry.
-* why the two-stage force stage is built as it is (item 2 of issue 15): the
-  force RMS of the two-stage SS-UKF beside the benchmark SS-UKF for force
-  stages without the lever weighting (``sa`` 0) and with the thesis's
-  random-walk force (``slider_crank_force``), for exact models in every
-  observer, and for other frequencies of the unknown slider force.
+* seed 004 section 2.3.3: the CPU time of the 30 s slider-crank run of
+  section 2.3.1 (graphs/slider_crank_kinematic.yaml: the switching
+  kinematic observer as an SS-UKF and as an EKF, each alone, minus the
+  plant-only graph) beside the thesis's 8.38 s (SS-UKF) and 25.15 s (EKF).
+* why the two-stage observer is built as it is (item 2 of issue 15): the
+  force RMS of the two-stage SS-UKF beside the benchmark SS-UKF for a force
+  stage without the lever weighting (``sa`` 0) and with the thesis's
+  random-walk force (``F' = 0``), for exact models in every observer, for
+  other frequencies of the unknown slider force, and for the previous
+  kinematic stage (the acceleration a random walk, ``slider_crank_kkf_walk``)
+  with table 3.1's errors and with exact models.
 
 The table prints each figure next to its goal with PASS/MISS; the script
 exits 0 whatever the figures (a benchmark, not a test).
 
-Usage: ``python bench/estimation.py [--runs N]``.
+Usage: ``python bench/estimation.py [--runs N] [--only update|tables|kinematic|variants]``.
 """
 from __future__ import annotations
 
@@ -67,6 +73,8 @@ THESIS_CPU = {"two-stage SS-UKF": 0.4985, "two-stage EKF": 1.6102,      # s, see
               "benchmark SS-UKF": 0.7667, "benchmark EKF": 1.7814}     # table 3.5
 SPEEDUP_GOAL = 100.0
 GRAPH = ROOT / "graphs" / "slider_crank_torque.yaml"
+KINEMATIC = ROOT / "graphs" / "slider_crank_kinematic.yaml"
+THESIS_CH2_CPU = {"SS-UKF": 8.38, "EKF": 25.15}         # s per 30 s run, section 2.3.3
 EXACT = [0.3, 0.6, 0.05, 1.872, 3.744, 1.2, 9.81]        # the plant's own model
 
 
@@ -176,6 +184,16 @@ def slider_crank_cpu(runs: int) -> dict[str, float]:
     return _time_runs(sims, 5.0, runs)
 
 
+def kinematic_cpu(runs: int) -> dict[str, float]:
+    """Median seconds of the 30 s run of graphs/slider_crank_kinematic.yaml: plant only, and
+    the SS-UKF (``kkf``) and the EKF (``kkf_ekf``) each alone."""
+    specs = {"plant only": _without(KINEMATIC, {"kkf", "kkf_ekf"}),
+             "SS-UKF": _without(KINEMATIC, {"kkf_ekf"}), "EKF": _without(KINEMATIC, {"kkf"})}
+    sims = {label: hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
+            for label, spec in specs.items()}
+    return _time_runs(sims, 30.0, runs)
+
+
 def _two_stage_force(sim: hapflow.Simulation) -> tuple[float, float]:
     """Worst force RMS of the two-stage and the benchmark SS-UKF over the seeds."""
     worst = worst_errors(sim, {"two-stage": ("kkf", "fobs", 1),
@@ -183,9 +201,25 @@ def _two_stage_force(sim: hapflow.Simulation) -> tuple[float, float]:
     return worst["two-stage"][2], worst["benchmark"][2]
 
 
+#: the previous kinematic and force stages: the acceleration a random walk, the torque
+#: weighted with sa = 3 m/s^2, the slope's random walk 1000 (N/s)^2 per step
+ACCELERATION_WALK = {
+    "kkf": dict(model="slider_crank_kkf_walk", Q=np.diag([1e-8, 1e-4, 0.1]).ravel().tolist(),
+                x0=[0.0, 6.28, 0.0], P0=np.diag([1e-4, 1.0, 100.0]).ravel().tolist()),
+    "fobs": dict(model="slider_crank_force_slope", Q=np.diag([0.1, 0.0, 1000.0]).ravel().tolist())}
+
+
+def _exact(sim: hapflow.Simulation, fobs: list[float], exact: bool) -> None:
+    """Set the plant's own parameters (``exact``) or the graph's in every observer."""
+    sim.set("kkf.coeffs", EXACT[:3] if exact else fobs[:3])
+    sim.set("fobs.coeffs", (EXACT if exact else fobs[:7]) + fobs[7:])
+    sim.set("bench.coeffs", EXACT if exact else fobs[:7])
+
+
 def force_stage_variants() -> list[tuple[str, float, float]]:
     """``(variant, two-stage force RMS, benchmark force RMS)`` (N, worst of the seeds) of the
-    force-stage variants, the exact models and other slider-force frequencies."""
+    force-stage variants, the exact models, other slider-force frequencies and the previous
+    stages (acceleration a random walk; the thesis's random-walk force)."""
     spec = _without(GRAPH, {"kkf_ekf", "fobs_ekf", "bench_ekf"})
     sim = hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
     rows = [("as in the graph", *_two_stage_force(sim))]
@@ -197,27 +231,32 @@ def force_stage_variants() -> list[tuple[str, float, float]]:
         sim.set("force.frequency", hz)
         rows.append((f"slider force at {hz:g} Hz", *_two_stage_force(sim)))
     sim.set("force.frequency", spec["blocks"]["force"]["frequency"])
-    sim.set("kkf.coeffs", EXACT[:3])
-    sim.set("fobs.coeffs", EXACT + coeffs[7:])
-    sim.set("bench.coeffs", EXACT)
+    _exact(sim, coeffs, True)
     rows.append(("exact models in every observer", *_two_stage_force(sim)))
-    walk = dict(spec["blocks"]["fobs"], model="slider_crank_force", coeffs=coeffs[:7],
-                Q=[10.0, 0.0, 0.0, 1.0], x0=[0.0, 0.0], P0=[100.0, 0.0, 0.0, 1.0e4])
-    spec["blocks"]["fobs"] = walk
-    thesis = hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
-    rows.append(("thesis's force stage (F a random walk)", *_two_stage_force(thesis)))
+
+    walk = yaml.safe_load(yaml.safe_dump(spec))
+    for name, values in ACCELERATION_WALK.items():
+        walk["blocks"][name].update(values)
+    walk["blocks"]["fobs"]["coeffs"] = coeffs[:7] + [3.0] + coeffs[8:]
+    previous = hapflow.Simulation(hapflow.loads(yaml.safe_dump(walk)))
+    rows.append(("acceleration a random walk (kkf_walk)", *_two_stage_force(previous)))
+    _exact(previous, walk["blocks"]["fobs"]["coeffs"], True)
+    rows.append(("  the same, exact models", *_two_stage_force(previous)))
+
+    thesis = dict(spec["blocks"]["fobs"], coeffs=coeffs[:7] + [0.0] + coeffs[8:],
+                  Q=np.diag([10.0, 1.0, 0.0]).ravel().tolist(),
+                  P0=np.diag([100.0, 1.0e4, 0.0]).ravel().tolist())
+    spec["blocks"]["fobs"] = thesis
+    sim = hapflow.Simulation(hapflow.loads(yaml.safe_dump(spec)))
+    rows.append(("thesis's force stage (F a random walk)", *_two_stage_force(sim)))
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7, help="timed runs per figure (median)")
-    args = parser.parse_args(argv)
-
-    times = per_update(args.runs)
+def _print_per_update(runs: int) -> None:
+    times = per_update(runs)
     base = times.pop("baseline (sources only)")
     print(f"Per-update cost, two-link arm KKF (6 states, 2 inputs, 2 outputs), "
-          f"{TICKS} updates, median of {args.runs} runs")
+          f"{TICKS} updates, median of {runs} runs")
     print(f"{'filter':<34}{'us/update':>10}{'goal':>8}  verdict")
     for name, seconds in times.items():
         us = (seconds - base) / TICKS * 1e6
@@ -226,9 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<34}{us:>10.3f}{goal if goal else '':>8}  {verdict}")
     print(f"{'(baseline graph, per tick)':<34}{base / TICKS * 1e6:>10.3f}")
 
+
+def _print_tables(runs: int) -> None:
     sim = hapflow.Simulation(hapflow.load(GRAPH))
     errors = worst_errors(sim, OBSERVERS)
-    print()
     print("Slider-crank, torque-driven (graphs/slider_crank_torque.yaml), RMS errors, worst of "
           "seeds 1-4: hapflow / seed 004 table 3.4")
     print(f"{'':<14}" + "".join(f"{name:>22}" for name in OBSERVERS))
@@ -236,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         cells = "".join(f"{errors[n][i]:>11.4f} /{TABLE_3_4[n][i]:>8.4f}  " for n in OBSERVERS)
         print(f"{figure:<14}{cells}")
 
-    cpu = slider_crank_cpu(args.runs)
+    cpu = slider_crank_cpu(runs)
     print()
-    print(f"CPU time of 5 s of data at 1 kHz (seed 004 table 3.5), median of {args.runs} runs")
+    print(f"CPU time of 5 s of data at 1 kHz (seed 004 table 3.5), median of {runs} runs")
     print(f"{'observer':<20}{'run (s)':>10}{'net (s)':>10}{'thesis (s)':>12}{'speed-up':>10}"
           f"{'goal':>7}  verdict")
     for name, thesis in THESIS_CPU.items():
@@ -251,11 +291,42 @@ def main(argv: list[str] | None = None) -> int:
     net = cpu["linear twin"] - cpu["plant only"]
     print(f"{'two-stage SS-UKF, linear models of the same sizes (filters alone)':<66}{net:>10.5f}")
 
-    print()
+
+def _print_kinematic(runs: int) -> None:
+    cpu = kinematic_cpu(runs)
+    print(f"CPU time of the 30 s slider-crank run of seed 004 section 2.3.1 (section 2.3.3), "
+          f"median of {runs} runs")
+    print(f"{'observer':<10}{'run (s)':>10}{'net (s)':>10}{'thesis (s)':>12}{'speed-up':>10}")
+    for name, thesis in THESIS_CH2_CPU.items():
+        net = cpu[name] - cpu["plant only"]
+        print(f"{name:<10}{cpu[name]:>10.5f}{net:>10.5f}{thesis:>12.2f}{thesis / net:>10.0f}")
+    print(f"{'plant only':<10}{cpu['plant only']:>10.5f}")
+    ratio = (cpu["EKF"] - cpu["plant only"]) / (cpu["SS-UKF"] - cpu["plant only"])
+    print(f"EKF / SS-UKF: {ratio:.2f} (thesis "
+          f"{THESIS_CH2_CPU['EKF'] / THESIS_CH2_CPU['SS-UKF']:.2f})")
+
+
+def _print_variants(runs: int) -> None:
     print("Two-stage force stage: force RMS (N), worst of seeds 1-4, SS-UKF")
     print(f"{'variant':<42}{'two-stage':>10}{'benchmark':>11}")
     for label, two, bench in force_stage_variants():
         print(f"{label:<42}{two:>10.3f}{bench:>11.3f}")
+
+
+SECTIONS = {"update": _print_per_update, "tables": _print_tables,
+            "kinematic": _print_kinematic, "variants": _print_variants}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per figure (median)")
+    parser.add_argument("--only", choices=list(SECTIONS), action="append",
+                        help="run only this section (repeatable; default: all)")
+    args = parser.parse_args(argv)
+    for i, name in enumerate(args.only or SECTIONS):
+        if i:
+            print()
+        SECTIONS[name](args.runs)
     return 0
 
 

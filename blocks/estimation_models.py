@@ -44,7 +44,10 @@ speed by the trapezoidal rule ``omega + dt (alpha + alpha_k) / 2`` - the
 
 ``slider_crank_kkf_walk`` is the kinematic observer with the accelerometer
 as a measurement instead: the acceleration a random walk (section 2.2.1.1),
-``z = [theta, xs' alpha + xs'' omega^2]``.  It needs no switching: the
+``z = [theta, xs' alpha + xs'' omega^2]``; ``slider_crank_kkf_jerk`` the same
+one order up, ``[theta, omega, alpha, jerk]`` at constant jerk with the jerk
+a random walk (a smoothly changing crank acceleration; its force stage is
+``slider_crank_force_jerk``, the same force observer fed the four states).  It needs no switching: the
 filter weights the accelerometer by the lever ``xs'`` itself, so near the
 dead centres the slider acceleration informs the speed (through ``xs''``)
 and not the acceleration.  ``slider_crank_force_slope`` is the force
@@ -231,6 +234,29 @@ def _crank_walk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo + 5] = dt
 
 
+@njit_noalloc(inline="always")
+def _crank_jerk_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    th, om, al, je = s[so], s[so + 1], s[so + 2], s[so + 3]
+    out[oo] = th + dt * om + 0.5 * dt * dt * al + dt * dt * dt / 6.0 * je
+    out[oo + 1] = om + dt * al + 0.5 * dt * dt * je
+    out[oo + 2] = al + dt * je
+    out[oo + 3] = je
+
+
+@njit_noalloc(inline="always")
+def _crank_jerk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
+    for i in range(16):
+        jac[jo + i] = 0.0
+    for i in range(4):
+        jac[jo + 5 * i] = 1.0
+    jac[jo + 1] = dt
+    jac[jo + 2] = 0.5 * dt * dt
+    jac[jo + 3] = dt * dt * dt / 6.0
+    jac[jo + 6] = dt
+    jac[jo + 7] = 0.5 * dt * dt
+    jac[jo + 11] = dt
+
+
 # ------------------------------------------------------------------ two-link planar arm
 @njit_noalloc(inline="always")
 def _two_link_alpha2(th2, om1, a1, a2, l1, d1, d2):
@@ -343,6 +369,17 @@ def _two_link_check(v) -> str | None:
 _CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
 _MASSES = (("mc", "kg", 1.872), ("mr", "kg", 3.744), ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
 
+
+def _force_slope(controls: int, source: str) -> Model:
+    """The force observer of eq. 3.5 with an integrated random-walk force, fed the ``controls``
+    entries of a kinematic observer's estimate (``source``; the first three are used)."""
+    return Model(3, 1, controls, _CRANK + _MASSES + (("sa", "m/s^2", 0.5), ("lever", "m", 0.01)),
+                 False, f"slider-crank force observer [T, F, F'], u = {source} from a KKF, "
+                 "z = crank torque, F an integrated random walk, torque-model noise weighted by "
+                 "the force's lever", f=_crank_slope_f, fjac=_crank_slope_fjac,
+                 prepare=_crank_force_prepare, noise=_crank_slope_noise,
+                 check=_crank_slope_check)
+
 MODELS: dict[str, Model] = {
     "linear": Model(None, None, None, (), True, "x[k] = A x[k-1] + B u[k], z = H x"),
     "pendulum": Model(2, 1, None, (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0)),
@@ -360,19 +397,17 @@ MODELS: dict[str, Model] = {
                                 "from a KKF, z = crank torque, F a random walk",
                                 f=_crank_force_f, fjac=_crank_force_fjac,
                                 prepare=_crank_force_prepare, check=_crank_check),
-    "slider_crank_force_slope": Model(3, 1, 3, _CRANK + _MASSES + (("sa", "m/s^2", 0.5),
-                                                                   ("lever", "m", 0.01)), False,
-                                      "slider-crank force observer [T, F, F'], u = [theta, "
-                                      "omega, alpha] from a KKF, z = crank torque, F an "
-                                      "integrated random walk, torque-model noise weighted by "
-                                      "the force's lever",
-                                      f=_crank_slope_f, fjac=_crank_slope_fjac,
-                                      prepare=_crank_force_prepare, noise=_crank_slope_noise,
-                                      check=_crank_slope_check),
+    "slider_crank_force_slope": _force_slope(3, "[theta, omega, alpha]"),
+    "slider_crank_force_jerk": _force_slope(4, "[theta, omega, alpha, jerk]"),
     "slider_crank_kkf_walk": Model(3, 2, 0, _CRANK, False,
                                    "slider-crank kinematic observer [theta, omega, alpha], "
                                    "alpha a random walk, z = [crank angle, slider acceleration]",
                                    f=_crank_walk_f, fjac=_crank_walk_fjac, h=_crank_bench_h,
+                                   check=_crank_check),
+    "slider_crank_kkf_jerk": Model(4, 2, 0, _CRANK, False,
+                                   "slider-crank kinematic observer [theta, omega, alpha, jerk], "
+                                   "jerk a random walk, z = [crank angle, slider acceleration]",
+                                   f=_crank_jerk_f, fjac=_crank_jerk_fjac, h=_crank_bench_h,
                                    check=_crank_check),
     "slider_crank_benchmark": Model(4, 2, 1, _CRANK + _MASSES, False,
                                     "slider-crank dynamic observer [theta, omega, alpha, F], "
