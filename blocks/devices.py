@@ -32,20 +32,26 @@ def _corner_slope(z: np.ndarray, edges: list[tuple[float, float, float]]) -> np.
 
 # ============================================================== hardening spring device
 @njit
-def _assembly_force(delta, kser, ks, xt):
-    """Force (N) of one compression-only assembly (ks in series with kc) compressed by delta (m)."""
+def _assembly_force(delta, kser, ks, xt, xh, kh):
+    """Force (N) of one compression-only assembly (ks in series with kc) compressed by delta (m);
+    kc bottoms out at xt, and beyond xh the rate is kh instead of ks."""
     if delta <= 0.0:
         return 0.0
     if delta <= xt:
         return kser * delta
-    return kser * xt + ks * (delta - xt)
+    force = kser * xt + ks * (delta - xt)
+    if delta > xh:
+        force += (kh - ks) * (delta - xh)
+    return force
 
 
 @njit
 def _spring_force(x, p):
     """Net spring force (N) of the two opposed assemblies at position x (m), towards -x."""
     d0, kser, ks, xt = p[SPRING.preload], p[SPRING.k_ser], p[SPRING.k_s], p[SPRING.x_transition]
-    return _assembly_force(d0 + x, kser, ks, xt) - _assembly_force(d0 - x, kser, ks, xt)
+    xh, kh = p[SPRING.x_h], p[SPRING.k_h]
+    return (_assembly_force(d0 + x, kser, ks, xt, xh, kh)
+            - _assembly_force(d0 - x, kser, ks, xt, xh, kh))
 
 
 @njit
@@ -79,7 +85,16 @@ class HardeningSpringDevice(Block):
     With a preload both assemblies act near the centre (rate ``2 k_ser``).  A
     negative ``preload`` is a clearance (no spring force for
     ``|x| < -preload``).  The further hardening that seed 000 sees beyond
-    20 mm (partial compression of the stiff spring) is not modelled.
+    20 mm ("partial compression of the stiff spring", its figure 9) is an
+    option: with ``x_stiffen`` and ``k_stiffened`` given, an assembly
+    compressed beyond ``x_stiffen`` has the rate ``k_stiffened`` instead of
+    ``ks`` (a third linear piece, continuous in force)::
+
+        f(d)   = k_ser xT + ks (x_stiffen - xT) + k_stiffened (d - x_stiffen)   for d > x_stiffen
+
+    Off by default (the figure's rates are lost, and every graph written
+    before the option keeps its device); ``x_stiffen: 0.020`` with a
+    ``k_stiffened`` above ``ks`` gives the seed's shape.
 
     Defaults: mass 0.581 kg and dashpot 11.5 N s/m (seed 000 sections 4.3, 5);
     ``ks = 2400 N/m``, ``kc = 800 N/m`` (``k_ser = 600 N/m``, 4x hardening),
@@ -130,6 +145,11 @@ class HardeningSpringDevice(Block):
                               doc="alternative: effective rate below xT (with k_outer)"),
               "k_outer": Live(None, unit="N/m", check=nonnegative,
                               doc="alternative: effective rate above xT (with k_inner)"),
+              "x_stiffen": Live(None, unit="m", check=positive,
+                                doc="optional: assembly deflection beyond which the stiff spring "
+                                    "partly closes (seed 000: 20 mm); with k_stiffened"),
+              "k_stiffened": Live(None, unit="N/m", check=nonnegative,
+                                  doc="optional: rate of one assembly beyond x_stiffen"),
               "friction": Live(0.3, unit="N", check=nonnegative, doc="Coulomb friction force"),
               "friction_vel": Live(1e-3, unit="m/s", check=positive,
                                    doc="velocity scale of the tanh friction smoothing"),
@@ -138,7 +158,11 @@ class HardeningSpringDevice(Block):
     derived = {"k_ser": Derived(lambda b: b.rates()[0], unit="N/m",
                                 doc="rate of one assembly below the transition"),
                "k_s": Derived(lambda b: b.rates()[1], unit="N/m",
-                              doc="rate of one assembly above the transition")}
+                              doc="rate of one assembly above the transition"),
+               "x_h": Derived(lambda b: b.stiffening()[0], unit="m",
+                              doc="deflection where the third rate starts (inf: none)"),
+               "k_h": Derived(lambda b: b.stiffening()[1], unit="N/m",
+                              doc="rate of one assembly beyond x_h")}
     cstate = ("pos", "vel")
     position_states = (0,)
 
@@ -147,6 +171,20 @@ class HardeningSpringDevice(Block):
             raise ParamError(changed or "k_inner", "give both 'k_inner' and 'k_outer' "
                              "(effective rates below and above x_transition), or neither "
                              "(then k_stiff and k_compliant set them)")
+        if (self.x_stiffen is None) != (self.k_stiffened is None):
+            raise ParamError(changed or "x_stiffen", "give both 'x_stiffen' and 'k_stiffened' "
+                             "(the deflection beyond which an assembly stiffens further and its "
+                             "rate there), or neither (no third rate)")
+        if self.x_stiffen is not None and not self.x_stiffen > self.x_transition:
+            raise ParamError(changed or "x_stiffen", f"x_stiffen ({self.x_stiffen:g} m) must "
+                             f"exceed x_transition ({self.x_transition:g} m): the stiff spring "
+                             "closes after the compliant one has bottomed out")
+
+    def stiffening(self) -> tuple[float, float]:
+        """``(x_stiffen, k_stiffened)`` in m and N/m; ``(inf, ks)`` without the option."""
+        if self.x_stiffen is None:
+            return math.inf, self.rates()[1]
+        return float(self.x_stiffen), float(self.k_stiffened)
 
     def rates(self) -> tuple[float, float]:
         """``(k_ser, ks)``: one assembly's rate below and above the transition (N/m)."""
@@ -164,20 +202,24 @@ class HardeningSpringDevice(Block):
     def spring_force(self, x) -> np.ndarray:
         """Static spring force ``F_s(x)`` (N, towards -x) at positions ``x`` (m), vectorised."""
         kser, ks = self.rates()
+        xh, kh = self.stiffening()
         xt, d0 = self.x_transition, self.preload
         x = np.asarray(x, dtype=np.float64)
 
         def f(dd):
-            return np.where(dd <= 0.0, 0.0,
-                            np.where(dd <= xt, kser * dd, kser * xt + ks * (dd - xt)))
+            outer = kser * xt + ks * (dd - xt)
+            if math.isfinite(xh):
+                outer = outer + (kh - ks) * np.maximum(dd - xh, 0.0)
+            return np.where(dd <= 0.0, 0.0, np.where(dd <= xt, kser * dd, outer))
         return f(d0 + x) - f(d0 - x)
 
     def stiffness(self, x) -> np.ndarray:
         """``dF_s/dx`` (N/m) at ``x`` (m); at a corner, the mean of both one-sided slopes."""
         kser, ks = self.rates()
+        xh, kh = self.stiffening()
         xt, d0 = self.x_transition, self.preload
         x = np.asarray(x, dtype=np.float64)
-        edges = [(0.0, 0.0, kser), (xt, kser, ks)]
+        edges = [(0.0, 0.0, kser), (xt, kser, ks)] + ([(xh, ks, kh)] if math.isfinite(xh) else [])
         return _corner_slope(d0 + x, edges) + _corner_slope(d0 - x, edges)
 
     def impedance(self, x, direction: int) -> dict[str, np.ndarray]:

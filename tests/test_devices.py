@@ -230,6 +230,49 @@ def test_static_equilibrium_with_preload_matches_closed_form():
         == pytest.approx(3.0 / (2 * KIN))
 
 
+# ---------------------------------------------------------------- seed 000's stiffening beyond 20 mm
+XH, KH = 0.020, 4800.0      # third rate beyond 20 mm: seed 000 fig. 9's shape (its rates are lost)
+
+
+def stiffened(d):
+    """One assembly with the third rate: k_ser to XT, KS to XH, KH beyond."""
+    d = np.asarray(d, dtype=float)
+    return assembly(d) + np.where(d > XH, (KH - KOUT) * (d - XH), 0.0)
+
+
+def test_stiffening_beyond_20_mm_follows_the_three_piece_law():
+    dev = HardeningSpringDevice(x_stiffen=XH, k_stiffened=KH, friction=0.0, damping=0.0)
+    x = np.linspace(-0.03, 0.03, 601)
+    expected = stiffened(x) - stiffened(-x)
+    np.testing.assert_allclose(dev.spring_force(x), expected, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose([kernel_force(dev, xi, 0.0) for xi in x[::20]], expected[::20],
+                               rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(dev.impedance(np.array([-0.025, -0.015, 0.005, 0.015, 0.025]), 1)["k"],
+                               [KH, KOUT, KIN, KOUT, KH])
+    assert dev.spring_force(np.array([XH]))[0] == pytest.approx(KIN * XT + KOUT * (XH - XT))
+    default = HardeningSpringDevice()                      # off by default: two rates only
+    np.testing.assert_array_equal(default.spring_force(x), assembly(x) - assembly(-x))
+    assert default.stiffening() == (math.inf, KOUT)
+
+
+@pytest.mark.parametrize("force", [40.0, -33.0])
+def test_static_equilibrium_beyond_the_stiffening(force):
+    r = hf.Simulation(device_graph(Constant(value=force, unit="N"), 4.0,
+                                   x_stiffen=XH, k_stiffened=KH)).run()
+    at_xh = KIN * XT + KOUT * (XH - XT)                    # 26.4 N
+    expected = math.copysign(XH + (abs(force) - at_xh) / KH, force)
+    assert r["dev.pos"][-1, 0] == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("params, name", [({"x_stiffen": 0.02}, "x_stiffen"),
+                                          ({"k_stiffened": 4800.0}, "k_stiffened"),
+                                          ({"x_stiffen": 0.01, "k_stiffened": 4800.0},
+                                           "x_stiffen")])
+def test_stiffening_needs_both_values_beyond_the_transition(params, name):
+    with pytest.raises(ParamError, match=name):
+        HardeningSpringDevice(**params)
+
+
 # ---------------------------------------------------------------- detent switch
 from hapflow.blocks import DetentSwitch  # noqa: E402
 
