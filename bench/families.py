@@ -37,6 +37,11 @@ EXCLUDED: dict[str, str] = {
     "FlexibleLinkFull": "FlexibleLink with all 30 dofs: its 4.7 kHz mode needs RK4 steps of "
                         "0.05 ms, the family's 4 kHz step diverges "
                         "(graphs/flexible_link_truth_ekf.yaml runs it at 20 kHz)",
+    "SwitchingGradientObserver": "reads a switching system's integer mode and its state; the "
+                                 "family's sources make floats (tests/evals/test_adaptation.py "
+                                 "runs it on SwitchingFirstOrder)",
+    "SwitchingNewtonObserver": "reads a switching system's integer mode and switch times "
+                               "(tests/evals/test_adaptation.py runs it on SwitchingFirstOrder)",
 }
 """Types left out of :func:`distinct` and why (any other ``has_drain()`` type is, too)."""
 

@@ -228,9 +228,15 @@ class SwitchingNewtonObserver(Block):
         for _ in range(int(p[NEWTON.iterations])):
             span, slope = _interval(tau, u, start, end)
             step = (span - measured) / slope
-            while not (tau - step > 0.0 and p[NEWTON.u1] / (tau - step) > s1
-                       and p[NEWTON.u2] / (tau - step) < s2):
-                step *= 0.5                         # stay where both modes switch
+            if not math.isfinite(step):
+                break                               # no switching at tau: keep the estimate
+            for _ in range(60):                     # stay where both modes switch
+                if tau - step > 0.0 and p[NEWTON.u1] / (tau - step) > s1 \
+                        and p[NEWTON.u2] / (tau - step) < s2:
+                    break
+                step *= 0.5
+            else:
+                step = 0.0
             tau -= step
         d[NEWTON_D.tau] = tau
         m[0] += 1
