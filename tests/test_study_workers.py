@@ -9,6 +9,7 @@ from pathlib import Path
 
 import cloudpickle
 import dask
+import pandas as pd
 import pytest
 from distributed import LocalCluster, WorkerPlugin
 
@@ -134,3 +135,39 @@ def test_a_study_whose_runs_outlast_the_start_up_goes_to_a_cluster(tmp_path, mon
     result = run_study(make_study(tmp_path), tmp_path / "out", progress=False, plots=False)
     assert result.workers == 2 and result.executed == 3 and result.skipped == 0
     assert list(result.table["status"]) == ["ok"] * 3
+
+
+class Quitter(WorkerPlugin):
+    """Kills its worker when a task starts (noting it in a file): the nanny, told to close
+    gracefully, does not start another."""
+
+    def __init__(self, note: str):
+        self.note = note
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "executing":
+            Path(self.note).write_text(key)
+            os._exit(1)
+
+
+def test_a_cluster_that_lost_every_worker_is_an_error_naming_the_runs_not_a_wait(tmp_path):
+    """Run 0 is recorded in this process; runs 1 and 2 go to a cluster whose one worker dies
+    and is not restarted: their jobs wait for a worker that never comes.  Before the runner
+    bounded this wait, run_study never returned."""
+    first = run_study(make_study(tmp_path, "[200.0]"), tmp_path / "out", workers=0,
+                      progress=False, plots=False)
+    assert list(first.table["status"]) == ["ok"]
+    study = make_study(tmp_path)                    # 200, 400, 800: run 0 is in the log
+    with cluster(1) as c, c.get_client() as client:
+        for nanny in c.workers.values():
+            nanny.close_gracefully()
+        client.register_plugin(Quitter(str(tmp_path / "killed")), name="quitter")
+        with pytest.raises(HapflowError, match=r"no workers for 2 s.*runs 1, 2 have not "
+                                               r"run.*resumes"):
+            run_study(study, tmp_path / "out", scheduler=c.scheduler_address, progress=False,
+                      plots=False, worker_timeout=2.0)
+    assert (tmp_path / "killed").exists()
+    table = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert list(table["status"]) == ["ok", "pending", "pending"]   # the recorded run is kept
+    again = run_study(study, tmp_path / "out", workers=0, progress=False, plots=False)
+    assert again.skipped == 1 and list(again.table["status"]) == ["ok"] * 3

@@ -12,7 +12,8 @@ the resume log advance job by job (in this process, batch by batch).
 Results are appended to the log as jobs end; the table is written at the
 end and on Ctrl-C.
 
-A scheduler that has no worker within ``worker_timeout`` seconds is an error
+A scheduler that has no worker within ``worker_timeout`` seconds, or a cluster
+that has had none that long while jobs wait, is an error
 (a :class:`~hapflow.errors.HapflowError` saying so), not a silent wait.  A job
 whose worker died (Dask's ``KilledWorker``, or any loss of the task: the
 job itself never raises) is submitted again, up to :data:`WORKER_RETRIES`
@@ -42,7 +43,10 @@ WORKER_RETRIES = 2
 """Times a job whose worker died is submitted again before its runs are recorded as ``died``
 (beneath this, Dask's own ``distributed.scheduler.allowed-failures`` applies)."""
 WORKER_TIMEOUT = 30.0
-"""Seconds to wait for a scheduler to answer and for its first worker."""
+"""Seconds to wait for a scheduler to answer and for its first worker, and for a worker to join
+a cluster that has lost all of its workers."""
+WORKER_POLL = 1.0
+"""Seconds between checks that a cluster running jobs still has a worker."""
 CLUSTER_STARTUP = 5.0
 """Seconds a default LocalCluster costs before it saves any (start, workers importing hapflow
 and loading the kernels): measured by ``bench/study_auto.py`` on a 2-core machine."""
@@ -161,26 +165,55 @@ def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None]) -> Non
         execute(job, emit)
 
 
-def _dask(todo: list[Job], client: Any, emit: Callable[[list[dict[str, Any]]], None]) -> None:
-    from distributed import as_completed
+def _dask(todo: list[Job], client: Any, emit: Callable[[list[dict[str, Any]]], None],
+          timeout: float) -> None:
+    """Run ``todo`` on the cluster of ``client``, handing each job's records to ``emit``;
+    a HapflowError naming the runs left when the cluster has had no worker for ``timeout`` s."""
+    from distributed import wait
     futures = {client.submit(execute, job, pure=False): (job, 1) for job in todo}
-    waiting = as_completed(list(futures))
+    alone_since: float | None = None
     try:
-        for future in waiting:
-            job, attempt = futures.pop(future)
+        while futures:
             try:
-                records = future.result()
-            except Exception as exc:  # noqa: BLE001 - execute never raises: the worker died
-                if attempt <= WORKER_RETRIES:
-                    again = client.submit(execute, job, pure=False)
-                    futures[again] = (job, attempt + 1)
-                    waiting.add(again)
-                    continue
-                records = _died_job(job, exc, attempt)
-            emit(records)
+                done, _ = wait(list(futures), timeout=WORKER_POLL, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                alone_since = _no_workers_since(client, alone_since, futures, timeout)
+                continue
+            alone_since = None
+            for future in done:
+                job, attempt = futures.pop(future)
+                try:
+                    records = future.result()
+                except Exception as exc:  # noqa: BLE001 - execute never raises: the worker died
+                    if attempt <= WORKER_RETRIES:
+                        futures[client.submit(execute, job, pure=False)] = (job, attempt + 1)
+                        continue
+                    records = _died_job(job, exc, attempt)
+                emit(records)
     finally:
         for future in futures:
             future.cancel()
+
+
+def _no_workers_since(client: Any, since: float | None, futures: dict[Any, tuple[Job, int]],
+                      timeout: float) -> float | None:
+    """When the cluster was first seen without workers (``None``: it has some); a HapflowError
+    once that is ``timeout`` s ago (the jobs in ``futures`` would wait for ever)."""
+    if client.nthreads():
+        return None
+    now = _time.monotonic()
+    if since is None:
+        return now
+    if now - since < timeout:
+        return since
+    runs = sorted(i for job, _ in futures.values() for i, _, _ in job.runs)
+    shown = ", ".join(map(str, runs[:10]))
+    if len(runs) > 10:
+        shown += f", ... ({len(runs)} in all)"
+    raise HapflowError(f"the Dask cluster has had no workers for {timeout:g} s (they died or "
+                       f"left, and none joined): run{'s' if len(runs) > 1 else ''} {shown} "
+                       f"{'have' if len(runs) > 1 else 'has'} not run; the runs that ended are "
+                       "recorded, and running the study again resumes with the others")
 
 
 def _remote(scheduler: str, timeout: float) -> tuple[Any, int]:
@@ -239,7 +272,9 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     plots : bool
         Write the plots (see :mod:`hapflow.study.plots`).
     worker_timeout : float
-        Seconds to wait for ``scheduler`` to answer and to have a worker.
+        Seconds to wait for ``scheduler`` to answer and to have a worker, and for a worker
+        to join a cluster that has lost all of its workers (then a HapflowError names the
+        runs that have not run; those that ended are recorded).
 
     Returns
     -------
@@ -274,7 +309,7 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
             client, cluster, n_workers = _client(workers, scheduler, worker_timeout)
         todo = jobs(study, pending, n_workers, parallel=client is None)
         if client is not None:
-            _dask(todo, client, emit)
+            _dask(todo, client, emit, worker_timeout)
         else:
             _local(todo, emit)
     finally:
