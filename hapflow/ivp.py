@@ -18,8 +18,7 @@ validation, e.g. ``hapflow.ivp.reference(graph, 2.0)``.
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -29,11 +28,13 @@ from .graph import Graph
 from .simulation import RunResult, Simulation
 
 
-@dataclass
 class ReferenceResult(RunResult):
     """A :class:`RunResult` plus every located event as ``(time s, block, guard index)``."""
 
-    event_log: list[tuple[float, str, int]] = field(default_factory=list)
+    def __init__(self, *args: Any, event_log: list[tuple[float, str, int]] | None = None,
+                 **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.event_log = list(event_log or [])
 
 
 class _Bound:

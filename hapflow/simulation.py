@@ -9,13 +9,14 @@ bar.  Memory stays bounded when recording to a file, however long the run.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import signal
 import sys
 import threading
 import time as _time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -38,7 +39,6 @@ def _factor(x: float) -> str:
     return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
 
 
-@dataclass
 class RunResult:
     """What a run produced.
 
@@ -48,24 +48,50 @@ class RunResult:
         Ticks run.
     wall : float
         Wall-clock time of the run in s.
-    time : ndarray or None
-        Sample times (s) when recorded in memory.
+    rate : float
+        The graph's rate in Hz.
+    time : ndarray
+        Sample times (s).  Of a run recorded to a file, read from the file when first asked
+        for (the run itself keeps nothing in memory).
     signals : dict of ndarray
-        Recorded signals when recorded in memory (empty when written to a file).
+        Recorded signals by ``"block.port"``; of a run recorded to a file, read from the
+        file (all of them, into memory) when first asked for.
     path : Path or None
         The HDF5 file written, if any.
     events, event_overflows : int
         Located events and events dropped because a tick had too many.
     """
 
-    ticks: int
-    wall: float
-    rate: float
-    time: np.ndarray | None = None
-    signals: dict[str, np.ndarray] = field(default_factory=dict)
-    path: Path | None = None
-    events: int = 0
-    event_overflows: int = 0
+    def __init__(self, ticks: int, wall: float, rate: float, time: np.ndarray | None = None,
+                 signals: dict[str, np.ndarray] | None = None, path: Path | None = None,
+                 events: int = 0, event_overflows: int = 0):
+        self.ticks, self.wall, self.rate, self.path = ticks, wall, rate, path
+        self.events, self.event_overflows = events, event_overflows
+        self._time, self._signals = time, signals
+
+    @property
+    def time(self) -> np.ndarray:
+        """Sample times (s)."""
+        if self._time is None:
+            self._read()
+        return self._time
+
+    @property
+    def signals(self) -> dict[str, np.ndarray]:
+        """Recorded signals by ``"block.port"``."""
+        if self._signals is None:
+            self._read()
+        return self._signals
+
+    def _read(self) -> None:
+        if self.path is None:                   # a result made without its records
+            self._time = np.zeros(0) if self._time is None else self._time
+            self._signals = {} if self._signals is None else self._signals
+            return
+        from .recorder import load
+        rec = load(self.path)
+        self._time = rec.time if self._time is None else self._time
+        self._signals = rec.signals if self._signals is None else self._signals
 
     @property
     def realtime_factor(self) -> float:
@@ -92,7 +118,8 @@ class Simulation:
     Parameters
     ----------
     graph : Graph
-        The graph.
+        The graph.  The simulation keeps its own copy (``self.graph``): :meth:`set` and
+        :meth:`reset` change that copy, never ``graph``.
     interpret : bool
         Run the generated source as plain Python (reference, debugging).
     chunk : float
@@ -106,7 +133,8 @@ class Simulation:
 
     def __init__(self, graph: Graph, interpret: bool = False, chunk: float = 1.0,
                  inline: bool = True, mode: str = "auto"):
-        self.graph = graph
+        self.graph = own_copy(graph)      # set() and reset(seed) leave the caller's graph as it is
+        graph = self.graph
         self.program: Program = compile_graph(graph, interpret, inline, mode)
         self.layout = self.program.layout
         self.arrays = allocate(self.layout)
@@ -419,12 +447,25 @@ class Simulation:
                     rec.close(status, events=int(stats[EVENTS]),
                               event_overflows=int(stats[OVERFLOW]))
         wall = _time.perf_counter() - start
-        result = RunResult(done, wall, self.graph.rate, path=Path(out) if out else None,
-                           events=int(stats[EVENTS]), event_overflows=int(stats[OVERFLOW]))
+        time = signals = None               # of a file: read from it when asked for
         if kept is not None:
-            result.time = np.arange(first, first + done, dtype=np.float64) / self.graph.rate
-            result.signals = self.columns(kept.rows(done))
-        return result
+            time = np.arange(first, first + done, dtype=np.float64) / self.graph.rate
+            signals = self.columns(kept.rows(done))
+        return RunResult(done, wall, self.graph.rate, time, signals,
+                         path=Path(out) if out else None, events=int(stats[EVENTS]),
+                         event_overflows=int(stats[OVERFLOW]))
+
+
+def own_copy(graph: Graph) -> Graph:
+    """A copy of ``graph`` whose seed and blocks' parameter values can change without changing
+    ``graph`` (shallow: blocks share their ports, arrays and Python-side resources)."""
+    own = copy.copy(graph)
+    own.nodes = {}
+    for name, node in graph.nodes.items():
+        block = copy.copy(node.block)
+        block.values = dict(node.block.values)
+        own.nodes[name] = dataclasses.replace(node, block=block)
+    return own
 
 
 class _Kept:

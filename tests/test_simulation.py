@@ -84,3 +84,31 @@ def test_same_graph_and_seed_in_two_processes_give_identical_files(tmp_path):
         for name in fa["signals"]:
             assert np.array_equal(fa["signals"][name][()], fb["signals"][name][()]), name
         assert fa.attrs["complete"] and fa.attrs["ticks"] == 2000
+
+
+def test_set_and_reset_leave_the_given_graph_as_it_was():
+    graph = mixed_graph()
+    amplitude, seed = graph.nodes["drive"].block.amplitude, graph.seed
+    sim = hf.Simulation(graph)
+    sim.set("drive.amplitude", 2.5 * amplitude)
+    sim.reset(seed=seed + 7)
+    assert graph.nodes["drive"].block.amplitude == amplitude and graph.seed == seed
+    assert sim.graph.nodes["drive"].block.amplitude == 2.5 * amplitude and sim.graph.seed == seed + 7
+    # the simulation runs with its own values, the given graph with its own
+    changed = mixed_graph()
+    changed.nodes["drive"].block.set("amplitude", 2.5 * amplitude)
+    changed.seed = seed + 7
+    run = sim.run(0.05)["plant.pos"]
+    assert np.array_equal(run, hf.Simulation(changed).run(0.05)["plant.pos"])
+    assert not np.allclose(run, hf.Simulation(graph).run(0.05)["plant.pos"])
+
+
+def test_a_run_recorded_to_a_file_gives_its_time_and_signals_from_the_file(tmp_path):
+    sim = hf.Simulation(mixed_graph())
+    memory = sim.run(0.1)
+    to_file = sim.run(0.1, out=tmp_path / "r.h5")           # ticks 100 .. 199
+    np.testing.assert_array_equal(to_file.time, np.arange(100, 200) / 1000.0)
+    assert set(to_file.signals) == set(memory.signals)
+    with h5py.File(tmp_path / "r.h5") as f:
+        for name, values in to_file.signals.items():
+            assert np.array_equal(values, f["signals"][name][()]), name

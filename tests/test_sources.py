@@ -136,9 +136,9 @@ def test_constant_value_is_live_but_its_size_is_not(graph):
     with pytest.raises(hapflow.GraphError, match="got 1"):
         sim.set("const.value", 2.0)
     # the rejected value left the block and the running simulation unchanged
-    assert graph.nodes["const"].block.value == (4.0, 5.0, -6.0)
+    assert sim.graph.nodes["const"].block.value == (4.0, 5.0, -6.0)
     assert np.array_equal(sim.run(0.001).signals["const.y"][-1], [4.0, 5.0, -6.0])
-    graph.nodes["const"].block.set("value", CONST)  # restore the shared graph
+    assert graph.nodes["const"].block.value == tuple(CONST)    # the given graph: never set
 
 
 def test_constant_output_unit():
