@@ -59,7 +59,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import yaml
@@ -76,6 +76,12 @@ EQUATION = ("F_d = m_d(x) a + b_d(x) v + k_d(x) x + F0_d(x) for d in (positive: 
             "w = 0.5 (1 + tanh(v / v_blend)); parameters linear between knots, a repeated "
             "knot is a jump (right-continuous), constant beyond the end knots")
 DIRECTION_NAMES = {1: "positive", -1: "negative"}
+LIMITS = {"x": 100.0, "m": 1e12, "b": 1e12, "k": 1e12, "F0": 1e12}
+"""Largest magnitude of knot positions and parameters (SI): beyond any device; larger values
+are a damaged file, and their products with the motion overflow."""
+MAX_VALUES = 10_000_000
+"""Most values a model file may hold with its aliases expanded (a fine EWLS grid holds
+thousands; an alias bomb billions)."""
 POLYNOMIAL = ("F = m a + (sum_j b_j x^j) v + sum_i k_i x^i + F0 + Fc (2 w - 1), "
               "w = 0.5 (1 + tanh(v / v_blend))")
 """The global polynomial model; its coefficients are named ``m``, ``b<j>``, ``k<i>`` (power
@@ -235,8 +241,12 @@ class Knots:
         if np.any(np.diff(self.x) < 0):
             raise ModelFileError("knot positions must be non-decreasing")
         for name in ("x", *PARAMS):
-            if not np.all(np.isfinite(getattr(self, name))):
+            values = getattr(self, name)
+            if not np.all(np.isfinite(values)):
                 raise ModelFileError(f"{name!r} has non-finite values")
+            if np.any(np.abs(values) > LIMITS[name]):
+                raise ModelFileError(f"{name!r} has {np.max(np.abs(values)):.4g} {UNITS[name]}: "
+                                     f"the values must be at most {LIMITS[name]:g} in magnitude")
 
     @classmethod
     def piecewise_constant(cls, edges: np.ndarray, theta: np.ndarray) -> "Knots":
@@ -359,60 +369,74 @@ class ImpedanceModel:
         return path
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "model") -> "ImpedanceModel":
+    def from_dict(cls, data: Any, where: str = "model",
+                  line: Callable[..., int | None] | None = None) -> "ImpedanceModel":
         """Build from plain data, checking the layout.
+
+        ``line(*keys)``, when given, is the line of the value at ``keys`` in the file
+        ``where`` (errors name it).
 
         Raises
         ------
         ModelFileError
             Naming what is missing or malformed.
         """
+        def at(*keys: str) -> str:
+            n = line(*keys) if line is not None else None
+            return f"{where}:{n}" if n else where
+
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ModelFileError(f"{where} is not a hapflow impedance model (expected "
                                  f"'format: {FORMAT}'); write one with 'hapflow identify'")
         if data.get("version") != VERSION:
-            raise ModelFileError(f"{where}: unsupported model version {data.get('version')!r} "
+            raise ModelFileError(f"{at('version')}: unsupported model version {data.get('version')!r} "
                                  f"(this hapflow reads version {VERSION})")
         dirs = data.get("directions")
         if not isinstance(dirs, dict) or not {"positive", "negative"} <= set(dirs):
-            raise ModelFileError(f"{where}: 'directions' must have 'positive' and 'negative'")
+            raise ModelFileError(f"{at('directions')}: 'directions' must have 'positive' and "
+                                 "'negative'")
         knots = {}
         for name in ("positive", "negative"):
             d = dirs[name]
             missing = [k for k in ("x", *PARAMS) if not isinstance(d, dict) or k not in d]
             if missing:
-                raise ModelFileError(f"{where}: direction {name!r} lacks {', '.join(missing)}")
+                raise ModelFileError(f"{at('directions', name)}: direction {name!r} lacks "
+                                     f"{', '.join(missing)}")
             try:
                 knots[name] = Knots(*(np.asarray(d[k], dtype=np.float64) for k in ("x", *PARAMS)))
-            except (TypeError, ValueError) as exc:
-                raise ModelFileError(f"{where}: direction {name!r}: {exc}") from None
-            except ModelFileError as exc:
-                raise ModelFileError(f"{where}: direction {name!r}: {exc}") from None
+            except (TypeError, ValueError, ModelFileError) as exc:
+                raise ModelFileError(f"{at('directions', name)}: direction {name!r}: {exc}"
+                                     ) from None
         vb = data.get("v_blend", 1e-3)
-        if not isinstance(vb, (int, float)) or vb < 0:
-            raise ModelFileError(f"{where}: v_blend must be a number >= 0 (m/s), got {vb!r}")
+        if not isinstance(vb, (int, float)) or not 0 <= vb <= 10:
+            raise ModelFileError(f"{at('v_blend')}: v_blend must be a number from 0 to 10 (m/s), "
+                                 f"got {vb!r}")
         poly = data.get("polynomial")
         if poly is not None:
             if not isinstance(poly, dict):
-                raise ModelFileError(f"{where}: 'polynomial' must map coefficient names to "
-                                     f"numbers, got {poly!r}")
+                raise ModelFileError(f"{at('polynomial')}: 'polynomial' must map coefficient "
+                                     f"names to numbers, got {poly!r}")
             poly = {k: v for k, v in poly.items() if k != "equation"}
             try:
                 poly = check_coefficients(poly)
             except ModelFileError as exc:
-                raise ModelFileError(f"{where}: {exc}") from None
+                raise ModelFileError(f"{at('polynomial')}: {exc}") from None
         return cls(knots["positive"], knots["negative"], float(vb), str(data.get("method", "manual")),
                    dict(data.get("settings") or {}), dict(data.get("source") or {}),
                    dict(data.get("diagnostics") or {}), dict(data.get("fit") or {}), poly)
 
     @classmethod
     def from_yaml(cls, text: str, where: str = "model") -> "ImpedanceModel":
-        """Parse YAML text (safe loader)."""
+        """Parse YAML text (safe loader, with the graph files' limits on nesting, aliases and
+        number length, and no key twice); errors name ``where`` and the line."""
+        from hapflow.errors import GraphError
+        from hapflow.yamlio import Reader
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ModelFileError(f"{where} is not valid YAML: {exc}") from None
-        return cls.from_dict(data, where)
+            reader = Reader(text, where, max_nodes=MAX_VALUES)
+            data = reader.plain()
+        except GraphError as exc:
+            raise ModelFileError(f"{exc.where}: not a valid model file: {exc.message}") from None
+        return cls.from_dict(data, where, reader.line)
 
     @classmethod
     def load(cls, path: str | Path) -> "ImpedanceModel":
@@ -423,12 +447,17 @@ class ImpedanceModel:
         ModelFileError
             If it cannot be read or is not a model file.
         """
+        from hapflow.errors import GraphError
+        from hapflow.yamlio import read_text
         path = Path(path)
+        if not path.is_file():
+            raise ModelFileError(f"cannot read model file {str(path)!r}: "
+                                 f"{'it is a folder' if path.is_dir() else 'no such file'}")
         try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ModelFileError(f"cannot read model file {str(path)!r}: {exc.strerror}") from None
-        return cls.from_yaml(text, f"model file {str(path)!r}")
+            text = read_text(path, "model file")
+        except GraphError as exc:
+            raise ModelFileError(str(exc)) from None
+        return cls.from_yaml(text, str(path))
 
 
 def check_coefficients(coefficients: dict[str, Any]) -> dict[str, float]:

@@ -122,8 +122,9 @@ class Reader:
         :data:`MAX_DEPTH`, :data:`MAX_NODES`, :data:`MAX_NUMBER`.
     """
 
-    def __init__(self, text: str, file: str | None):
+    def __init__(self, text: str, file: str | None, max_nodes: int = MAX_NODES):
         self.file = file
+        self.max_nodes = max_nodes
         self.constructor = yaml.constructor.SafeConstructor()
         try:
             self.root = yaml.compose(text, Loader=_Loader)
@@ -146,16 +147,16 @@ class Reader:
     def _check_size(self, root: yaml.Node) -> None:
         sizes: dict[int, float] = {}
         node, seen = root, {id(root)}
-        if _expanded(root, sizes) > MAX_NODES:
+        if _expanded(root, sizes) > self.max_nodes:
             # the innermost value that is too big on its own names the line to fix
-            while big := [c for c in _children(node) if sizes[id(c)] > MAX_NODES]:
+            while big := [c for c in _children(node) if sizes[id(c)] > self.max_nodes]:
                 if id(big[0]) in seen:
                     raise GraphError("this value contains itself through an alias",
                                      self.at(big[0]))
                 node = big[0]
                 seen.add(id(node))
             raise GraphError(f"this value expands (through its aliases) to more than "
-                             f"{MAX_NODES:,} values", self.at(node))
+                             f"{self.max_nodes:,} values", self.at(node))
         for node in _scalars(root):
             if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER:
                 raise GraphError(f"a number of {len(node.value)} characters: numbers are "
@@ -185,6 +186,33 @@ class Reader:
             seen[key] = key_node
             items.append((key, key_node, value_node))
         return items
+
+    def plain(self, node: yaml.Node | None = None) -> Any:
+        """``node`` (default: the whole document) as plain Python, every mapping checked
+        for keys that are not strings or come twice."""
+        node = self.root if node is None else node
+        if isinstance(node, yaml.MappingNode):
+            return {key: self.plain(value) for key, _, value in self.mapping(node, "mapping")}
+        if isinstance(node, yaml.SequenceNode):
+            return [self.plain(item) for item in node.value]
+        return None if node is None else self.value(node)
+
+    def line(self, *keys: str | int) -> int | None:
+        """The line of the entry at ``keys`` (mapping keys, list indices) from the root: of its
+        key in a mapping; of the deepest entry that exists if it does not."""
+        node, line = self.root, None
+        for key in keys:
+            if isinstance(node, yaml.MappingNode):
+                pair = next(((k, v) for k, v in node.value if k.value == key), None)
+                at, node = pair if pair else (None, None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+                at = node = node.value[key] if 0 <= key < len(node.value) else None
+            else:
+                at = node = None
+            if node is None:
+                break
+            line = at.start_mark.line + 1
+        return line
 
     def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
         if not isinstance(node, yaml.SequenceNode):

@@ -1,4 +1,6 @@
 """hapflow identify / verify end to end (hapflow/ident/commands.py)."""
+import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +107,107 @@ def test_errors_are_one_line_with_what_to_do(run, tmp_path, capsys):
     assert "quantity=unit" in capsys.readouterr().err
     assert main(["identify", KEYS + "cherry_mx_red.csv", "--regressors", "avx1"]) == 2
     assert "quasi-static" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    """The true model of the synthetic recording, as a model file."""
+    return syn.piecewise_model().save(tmp_path_factory.mktemp("model") / "model.yaml")
+
+
+BOMB = "".join(f"{a}: &{a} [{', '.join([f'*{b}'] * 9)}]\n"
+               for b, a in zip("abcdefghi", "bcdefghij"))
+
+
+@pytest.mark.parametrize("edit,line,text", [
+    (lambda t: b"# caf\xe9\n" + t, 1, "is not UTF-8 text: byte 0xe9"),
+    (lambda t: t + b"extra: " + b"[" * 5000 + b"]" * 5000 + b"\n", -1, "nested deeper than 32"),
+    (lambda t: b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + BOMB.encode() + t, 8,
+     "expands (through its aliases) to more than 10,000,000 values"),
+    (lambda t: t.replace(b"v_blend: 0.001", b"v_blend: " + b"9" * 5000), -1,
+     "a number of 5000 characters"),
+    (lambda t: t.replace(b"v_blend: 0.001\n", b"v_blend: 0.001\nv_blend: 0.002\n"), -1,
+     "duplicate key 'v_blend'"),
+], ids=["latin1", "deep", "alias-bomb", "long-number", "duplicate-key"])
+def test_a_damaged_model_file_is_one_located_error(edit, line, text, model_file, run, tmp_path,
+                                                   capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(edit(model_file.read_bytes()))
+    if line < 0:                                   # the line the edit wrote
+        line = next(i for i, row in enumerate(bad.read_text().splitlines(), 1)
+                    if row.startswith(("extra", "v_blend: 9")) or row == "v_blend: 0.002")
+    assert main(["verify", str(bad), "--against", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {bad}:{line}: ") and text in err, err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_model_values_beyond_their_limits_are_rejected_and_a_negative_mass_warned(
+        model_file, run, tmp_path, capsys):
+    model = ImpedanceModel.load(model_file)
+    text = model_file.read_text()
+    bad = tmp_path / "absurd.yaml"
+    bad.write_text(re.sub(r"(\n    m: \[)[^,]+", r"\g<1>1.0e+300", text, count=1))
+    line = bad.read_text().splitlines().index("  positive:") + 1
+    assert main(["verify", str(bad), "--against", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {bad}:{line}: direction 'positive': 'm' has "
+                          "1e+300 kg: the values must be at most 1e+12 in magnitude"), err
+    negative = ImpedanceModel(model.positive, dataclasses.replace(
+        model.negative, m=-model.negative.m), model.v_blend)
+    path = negative.save(tmp_path / "negative.yaml")
+    assert main(["verify", str(path), "--against", str(run)]) == 0
+    assert "warning: the model's negative-direction mass is not positive" in capsys.readouterr().out
+
+
+def test_data_beyond_physical_limits_is_rejected_at_load_with_its_line(run, tmp_path, capsys):
+    import h5py
+    with h5py.File(run) as f:
+        t, x, force = (f[k][:4000].reshape(-1) for k in ("time", "signals/enc.pos",
+                                                        "signals/head.force"))
+    force[100] *= 1e300
+    csv = tmp_path / "absurd.csv"
+    csv.write_text("time [s],position [m],force [N]\n"
+                   + "".join(f"{a!r},{b!r},{c!r}\n" for a, b, c in zip(t.tolist(), x.tolist(),
+                                                                      force.tolist())))
+    assert main(["identify", str(csv), "--out", str(tmp_path / "m.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {csv}:102: column 'force' read in N: force ")
+    assert "beyond the 1e+06 N hapflow reads" in err and "--units force=UNIT" in err
+    rec = tmp_path / "absurd.h5"
+    rec.write_bytes(run.read_bytes())
+    with h5py.File(rec, "r+") as f:
+        f["signals/head.force"][7, 0] = 1e300
+    assert main(["identify", str(rec), "--out", str(tmp_path / "m.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: recording '{rec}': signal 'head.force', sample 7: "
+                          "force 1e+300 N is beyond"), err
+    assert not (tmp_path / "m.yaml").exists()
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["verify", "MODEL", "--against", "RUN", "--max-nrmse", "nan"],
+     "argument --max-nrmse: 'nan' is not a number in (0, 1e+06] %"),
+    (["identify", "RUN", "--segments", "100000"],
+     "argument --segments: '100000' is not an integer from 1 to 1000"),
+    (["identify", "RUN", "--forgetting", "1.5"], "argument --forgetting: '1.5' is not a number"),
+    (["identify", "RUN", "--cutoff", "inf"], "argument --cutoff: 'inf' is not a number"),
+    (["camera", "PROBE", "--validate", "PROBE", "--duration", "-1"],
+     "argument --duration: '-1' is not a number"),
+], ids=["max-nrmse-nan", "segments-huge", "forgetting", "cutoff-inf", "camera-duration"])
+def test_bad_option_values_are_usage_errors(argv, text, run, model_file, capsys):
+    names = {"RUN": str(run), "MODEL": str(model_file),
+             "PROBE": str(ROOT / "graphs" / "colton2005_sweep.yaml")}
+    with pytest.raises(SystemExit) as stop:
+        main([names.get(a, a) for a in argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err, err
+
+
+def test_more_segments_than_the_data_fills_is_an_error_not_a_hang(run, tmp_path, capsys):
+    """--segments 1000 on 12 s: every segment would need 20 samples, a direction has ~11,000."""
+    assert main(["identify", str(run), "--segments", "1000", "--out",
+                 str(tmp_path / "m.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "1000 segments need at least 20 samples each" in err and "ask for at most" in err

@@ -92,7 +92,7 @@ def test_malformed_files_say_what_is_wrong(tmp_path):
               "  positive: {x: [1, 0], m: [0, 0], b: [0, 0], k: [1, 1], F0: [0, 0]}\n"
               "  negative: {x: [0, 1], m: [0, 0], b: [0, 0], k: [1, 1], F0: [0, 0]}\n",
               "non-decreasing"),
-             (": : :\n", "not valid YAML")]
+             (": : :\n", "bad.yaml:1: not a valid model file: YAML syntax error")]
     for text, message in cases:
         bad.write_text(text)
         with pytest.raises(ModelFileError, match=message):

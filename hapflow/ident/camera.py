@@ -288,7 +288,8 @@ def cmd_camera(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``camera`` subcommand to the ``hapflow`` parser."""
-    from .options import add_prep_options
+    from ..argtypes import number
+    from .options import add_method_options, add_prep_options
     c = sub.add_parser("camera", help="probe, identify, render and verify on the simulated rig",
                        description="The haptic-camera loop: run the probe graph, identify the "
                                    "impedance model, run the validation graph, replay its "
@@ -297,18 +298,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("probe", metavar="PROBE.yaml", help="probe graph")
     c.add_argument("--validate", required=True, metavar="VALIDATION.yaml",
                    help="validation graph")
-    c.add_argument("--method", choices=("segmented", "auto", "ewls"), default="segmented",
-                   help="identification method [segmented]")
-    c.add_argument("--segments", type=int, default=8, help="number of segments [8]")
-    c.add_argument("--forgetting", type=float, default=0.999,
-                   help="EWLS forgetting factor [0.999]")
-    c.add_argument("--grid", type=float, default=1e-3, metavar="M",
-                   help="EWLS grid spacing [0.001 m]")
-    c.add_argument("--duration", type=float, metavar="S",
+    add_method_options(c, ("segmented", "auto", "ewls"), "identification method [segmented]")
+    c.add_argument("--duration", type=number(0.0, 1e7, "s"), metavar="S",
                    help="simulated seconds of the probe run [the graph's]")
-    c.add_argument("--validation-duration", type=float, metavar="S",
+    c.add_argument("--validation-duration", type=number(0.0, 1e7, "s"), metavar="S",
                    help="simulated seconds of the validation run [the graph's]")
-    c.add_argument("--bin", type=float, metavar="M",
+    c.add_argument("--bin", type=number(0.0, 10.0, "m"), metavar="M",
                    help="position bin for the worst range [as hapflow verify]")
     add_prep_options(c, defaults=True)
     c.add_argument("--out", default="out/camera", metavar="DIR", help="output folder [out/camera]")

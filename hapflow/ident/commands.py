@@ -28,7 +28,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import add_prep_options, prep_kwargs
+from ..argtypes import number
+from .options import add_method_options, add_prep_options, prep_kwargs
 
 
 def cmd_identify(args: argparse.Namespace) -> int:
@@ -102,11 +103,14 @@ def cmd_identify(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Run ``hapflow verify``."""
-    from hapflow.blocks.impedance_model import ImpedanceModel
+    from hapflow.blocks.impedance_model import ImpedanceModel, nonpositive_mass
     from .prep import load_motion
     from .report import plot_force
     from .verify import compare, predict_motion, prep_settings
     model = ImpedanceModel.load(args.model)
+    mass = nonpositive_mass(model)
+    if mass:
+        print(f"warning: {mass}")
     kw = prep_settings(model)
     given = prep_kwargs(args)
     if args.acc is None:
@@ -151,31 +155,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the parameters, the fit NRMSE and (for a simulated device) "
                                    "the errors against the truth.")
     p.add_argument("data", metavar="RUN", help="HDF5 recording (.h5) or CSV file (.csv)")
-    p.add_argument("--method", choices=("segmented", "auto", "ewls", "poly", "bic"),
-                   default="segmented",
-                   help="fixed segments (seed 000), automatic BIC segments, EWLS on a grid "
-                        "(seed 002), one global polynomial model, or the least-BIC of auto "
-                        "and polynomials of orders 1, 3, 1-3, 1-3-5 [segmented]")
-    p.add_argument("--segments", type=int, default=8, help="number of segments [8]")
+    add_method_options(p, ("segmented", "auto", "ewls", "poly", "bic"),
+                       "fixed segments (seed 000), automatic BIC segments, EWLS on a grid "
+                       "(seed 002), one global polynomial model, or the least-BIC of auto "
+                       "and polynomials of orders 1, 3, 1-3, 1-3-5 [segmented]")
     p.add_argument("--regressors", help="subset of avx1 [avx1; x1 for quasi-static data]")
-    p.add_argument("--forgetting", type=float, default=0.999, help="EWLS forgetting factor [0.999]")
-    p.add_argument("--window", type=float, metavar="M",
+    p.add_argument("--window", type=number(0.0, 100.0, "m"), metavar="M",
                    help="EWLS window in metres (sets the forgetting factor from the data density)")
-    p.add_argument("--p0", type=float, default=1e6, help="EWLS initial covariance [1e6]")
-    p.add_argument("--grid", type=float, default=1e-3, metavar="M",
-                   help="EWLS grid spacing [0.001 m]")
+    p.add_argument("--p0", type=number(0.0, 1e30), default=1e6,
+                   help="EWLS initial covariance [1e6]")
     p.add_argument("--two-sided", action="store_true",
                    help="EWLS: combine ascending and descending passes (no lag)")
-    p.add_argument("--resolution", type=float, metavar="M",
+    p.add_argument("--resolution", type=number(0.0, 1.0, "m"), metavar="M",
                    help="auto: candidate boundary spacing [range/200]")
-    p.add_argument("--penalty", type=float, default=1.0, help="auto: BIC penalty multiplier [1]")
+    p.add_argument("--penalty", type=number(0.0, 1e6), default=1.0,
+                   help="auto: BIC penalty multiplier [1]")
     p.add_argument("--stiffness", default="1,3", metavar="POWERS",
                    help="poly: powers of x in the spring force [1,3: k1 x + k3 x^3]")
     p.add_argument("--damping", default="0", metavar="POWERS",
                    help="poly: powers of x in the damping, b(x) v [0: constant]")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when the model has non-physical or unsupported estimates")
-    p.add_argument("--v-blend", type=float, default=1e-3, metavar="M/S",
+    p.add_argument("--v-blend", type=number(0.0, 10.0, "m/s"), default=1e-3, metavar="M/S",
                    help="direction blend velocity stored in the model [0.001 m/s]")
     add_prep_options(p, defaults=True)
     p.add_argument("--out", help="model file [out/<RUN stem>_model.yaml]")
@@ -189,10 +190,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("model", help="model YAML file from 'hapflow identify'")
     v.add_argument("--against", required=True, metavar="RUN",
                    help="HDF5 recording or CSV file to replay")
-    v.add_argument("--bin", type=float, metavar="M",
+    v.add_argument("--bin", type=number(0.0, 10.0, "m"), metavar="M",
                    help="position bin for the worst range [0.005 m; for strokes under 20 mm the "
                         "largest 1-2-5 step <= stroke/4]")
-    v.add_argument("--max-nrmse", type=float, metavar="PCT",
+    v.add_argument("--max-nrmse", type=number(0.0, 1e6, "%"), metavar="PCT",
                    help="exit 1 if the NRMSE exceeds this (in %%)")
     v.add_argument("--simulate", action="store_true",
                    help="also run the model free from the measured force (admittance) and "

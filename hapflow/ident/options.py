@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import argparse
 
+from ..argtypes import integer, number
 from .errors import IdentError
 from .prep import VELOCITY_METHODS
+
+MAX_SEGMENTS = 1000
+"""Most segments per direction ``--segments`` asks for (the data may allow fewer)."""
 
 
 def _pairs(text: str | None, option: str, example: str) -> dict[str, str] | None:
@@ -39,6 +43,18 @@ def prep_kwargs(args: argparse.Namespace) -> dict:
     return kw
 
 
+def add_method_options(p: argparse.ArgumentParser, methods: tuple[str, ...], about: str) -> None:
+    """``--method`` (one of ``methods``, described by ``about``) and the settings of the
+    segmented and EWLS methods, shared by ``identify`` and ``camera``."""
+    p.add_argument("--method", choices=methods, default="segmented", help=about)
+    p.add_argument("--segments", type=integer(1, MAX_SEGMENTS), default=8,
+                   help="number of segments [8]")
+    p.add_argument("--forgetting", type=number(0.0, 1.0), default=0.999,
+                   help="EWLS forgetting factor [0.999]")
+    p.add_argument("--grid", type=number(0.0, 1.0, "m"), default=1e-3, metavar="M",
+                   help="EWLS grid spacing [0.001 m]")
+
+
 def add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     """The data-preparation options of ``identify``, ``verify`` and ``camera`` (with the
     defaults of a first fit when ``defaults``; else the model's stored settings apply)."""
@@ -57,21 +73,23 @@ def add_prep_options(p: argparse.ArgumentParser, defaults: bool) -> None:
                         "Savitzky-Golay, its window from the same corner; rts: "
                         "Rauch-Tung-Striebel smoother of a white-jerk model, its corner "
                         "from the same band]")
-    g.add_argument("--order", type=int, help="Butterworth order [2]")
-    g.add_argument("--cutoff", type=float, metavar="HZ", help="low-pass cutoff [spectral: 1.25 x the data's band; encoder 40 Hz; "
+    g.add_argument("--order", type=integer(1, 10), help="Butterworth order [2]")
+    g.add_argument("--cutoff", type=number(0.0, 1e6, "Hz"), metavar="HZ",
+                   help="low-pass cutoff [spectral: 1.25 x the data's band; encoder 40 Hz; "
                         "200 Hz with an accelerometer]")
-    g.add_argument("--crossover", type=float, metavar="HZ", help="fusion crossover [5 Hz]")
-    g.add_argument("--highpass", type=float, metavar="HZ",
+    g.add_argument("--crossover", type=number(0.0, 1e6, "Hz"), metavar="HZ",
+                   help="fusion crossover [5 Hz]")
+    g.add_argument("--highpass", type=number(0.0, 1e6, "Hz"), metavar="HZ",
                    help="accelerometer high-pass of --velocity accel [0.5 Hz]")
-    g.add_argument("--deadband", type=float, metavar="M/S",
+    g.add_argument("--deadband", type=number(0.0, 10.0, "m/s", low_open=False), metavar="M/S",
                    help="velocity dead band of the direction grouping [0.005 m/s]")
-    g.add_argument("--trim", type=float, metavar="S",
+    g.add_argument("--trim", type=number(0.0, 1e6, "s", low_open=False), metavar="S",
                    help="seconds left out at each end (filter edge transients) [3/corner]")
     g.add_argument("--units", metavar="Q=U,...",
                    help="CSV column units, e.g. position=mm,force=gf; scaled or in volts: "
                         "'position=V*0.001 m/V'")
     g.add_argument("--columns", metavar="Q=NAME,...",
                    help="CSV columns by quantity, e.g. time=t,position=y,force=u")
-    g.add_argument("--rate", type=float, metavar="HZ",
+    g.add_argument("--rate", type=number(0.0, 1e7, "Hz"), metavar="HZ",
                    help="sample rate of a CSV file without a time column (else such a file "
                         "is read as a quasi-static curve)")

@@ -229,6 +229,24 @@ UNITS: dict[str, tuple[str, ...]] = {
     "force": ("N", "mN", "kN", "gf", "kgf", "lbf", "ozf"),
     "acceleration": ("m/s^2", "m/s2", "mm/s^2", "g"),
 }
+LIMITS: dict[str, float] = {"position": 100.0, "force": 1e6, "acceleration": 1e6}
+"""Largest magnitude (m, N, m/s^2) of a measured sample: far beyond any haptic or mechatronic
+device, so a larger value is a wrong unit or a damaged file (at 1e300 the fit's squares
+overflow to inf and the model file would hold inf and NaN)."""
+
+
+def beyond_limit(quantity: str, values: np.ndarray) -> tuple[int, str] | None:
+    """The first sample of ``values`` (SI) outside :data:`LIMITS` and a sentence on it, or
+    ``None`` if all are inside."""
+    bad = np.flatnonzero(~(np.abs(values) <= LIMITS[quantity]))
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    unit = UNITS[quantity][0]
+    return i, (f"{quantity} {values[i]:.4g} {unit} is beyond the {LIMITS[quantity]:g} {unit} "
+               f"hapflow reads (in magnitude); is its unit right?")
+
+
 _STANDARD_GRAVITY = re.compile(r"(?<![A-Za-z_])g(?![A-Za-z_0-9])")
 """``g`` in an acceleration unit: standard gravity (pint's ``g_0``), not the gram."""
 
@@ -757,6 +775,10 @@ def from_arrays(x: np.ndarray, force: np.ndarray, rate: float | None = None,
         raise IdentError(f"position has {x.size} samples but force has {force.size}")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(force))):
         raise IdentError("position or force contains NaN or infinite values")
+    for quantity, values in (("position", x), ("force", force), ("acceleration", accel)):
+        beyond = None if values is None else beyond_limit(quantity, np.asarray(values))
+        if beyond is not None:
+            raise IdentError(f"sample {beyond[0]}: {beyond[1]}")
     unknown = set(settings) - set(DEFAULTS)
     if unknown:
         raise IdentError(f"unknown preparation setting(s) {sorted(unknown)}; valid: "
@@ -858,7 +880,11 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
         if values.ndim > 2 or (values.ndim == 2 and values.shape[1] != 1):
             raise SignalError(f"{where}: {what} signal {name!r} has shape {values.shape[1:]} per "
                               "sample; a scalar signal is needed")
-        return values.reshape(-1)
+        values = values.reshape(-1)
+        beyond = beyond_limit(what, values)
+        if beyond is not None:
+            raise IdentError(f"{where}: signal {name!r}, sample {beyond[0]}: {beyond[1]}")
+        return values
 
     x = get(pos, "position", "--pos")
     f = get(force, "force", "--force")
@@ -1038,6 +1064,12 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
             raise IdentError(f"{where}: {exc}") from None
         except DataFileError as exc:
             raise IdentError(str(exc)) from None
+        beyond = beyond_limit(quantity, data[quantity]) if quantity in LIMITS else None
+        if beyond is not None:
+            i, why = beyond
+            raise IdentError(f"{path}:{table.lines[i]}: column {table.names[k]!r} read in "
+                             f"{unit}: {why} (give the column's unit in the header, or "
+                             f"with --units {quantity}=UNIT)")
         used_units[quantity] = unit
     source = {"kind": "csv", "path": str(path), "sha256": sha256(path), "units": used_units,
               "warnings": warnings}

@@ -273,6 +273,11 @@ def fit_segments(group: Group, edges: np.ndarray | None = None, segments: int = 
     if len(group) < max(min_samples, p + 1):
         raise IdentError(f"direction {group.direction:+d} has only {len(group)} samples: "
                          f"too few for {p} parameters")
+    too_many = isinstance(segments, (int, np.integer)) and segments * min_samples > len(group)
+    if edges is None and too_many:
+        raise IdentError(f"{segments} segments need at least {min_samples} samples each, and "
+                         f"direction {group.direction:+d} has {len(group)} samples: ask for at "
+                         f"most {max(1, len(group) // min_samples)} segments")
     edges = equal_edges(group, segments) if edges is None else np.asarray(edges, dtype=np.float64).copy()
     if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
         raise IdentError("segment edges must be an increasing list of at least two positions")
