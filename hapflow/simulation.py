@@ -118,8 +118,9 @@ class Simulation:
     Parameters
     ----------
     graph : Graph
-        The graph.  The simulation keeps its own copy (``self.graph``): :meth:`set` and
-        :meth:`reset` change that copy, never ``graph``.
+        The graph.  The simulation keeps its own copy (``self.graph``, :func:`own_copy`):
+        :meth:`set` and :meth:`reset` change that copy, not ``graph`` (but for a sink's
+        parameters: a sink is shared, so that it collects for its caller).
     interpret : bool
         Run the generated source as plain Python (reference, debugging).
     chunk : float
@@ -458,12 +459,16 @@ class Simulation:
 
 def own_copy(graph: Graph) -> Graph:
     """A copy of ``graph`` whose seed and blocks' parameter values can change without changing
-    ``graph`` (shallow: blocks share their ports, arrays and Python-side resources)."""
+    ``graph`` (shallow: blocks share their ports, arrays and resources).  A block with a Python
+    side (a sink, :meth:`Block.has_drain`) is not copied: the caller reads what it collected
+    from the block it made."""
     own = copy.copy(graph)
     own.nodes = {}
     for name, node in graph.nodes.items():
-        block = copy.copy(node.block)
-        block.values = dict(node.block.values)
+        block = node.block
+        if not block.has_drain():
+            block = copy.copy(block)
+            block.values = dict(node.block.values)
         own.nodes[name] = dataclasses.replace(node, block=block)
     return own
 

@@ -177,7 +177,7 @@ def test_differentiator_cutoff_is_live_and_checked():
     sim.set("diff.cutoff", 10.0)
     with pytest.raises(hapflow.GraphError, match="Nyquist"):
         sim.set("diff.cutoff", 3000.0)
-    assert g.nodes["diff"].block.cutoff == 10.0
+    assert sim.graph.nodes["diff"].block.cutoff == 10.0      # the simulation's copy
     r = sim.run(0.5)
     a = math.exp(-2 * math.pi * 10.0 * TS)
     expected = scipy.signal.lfilter([(1 - a) / TS, -(1 - a) / TS], [1.0, -a], r["sweep.pos"][:, 0])

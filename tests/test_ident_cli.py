@@ -211,3 +211,17 @@ def test_more_segments_than_the_data_fills_is_an_error_not_a_hang(run, tmp_path,
                  str(tmp_path / "m.yaml")]) == 2
     err = capsys.readouterr().err
     assert "1000 segments need at least 20 samples each" in err and "ask for at most" in err
+
+
+def test_fit_and_verify_force_plots_say_which_they_are(run, model_file, tmp_path, capsys):
+    """Read back from the PNG files' Title (fit_force.png and verify_force.png had one title)."""
+    from PIL import Image
+    assert main(["identify", str(run), "--segments", "5", "--out", str(tmp_path / "m.yaml"),
+                 "--plots", str(tmp_path / "fit")]) == 0
+    assert main(["verify", str(model_file), "--against", str(run), "--plots",
+                 str(tmp_path / "verify")]) == 0
+    capsys.readouterr()
+    fit = Image.open(tmp_path / "fit" / "force.png").text["Title"]
+    verify = Image.open(tmp_path / "verify" / "verify_force.png").text["Title"]
+    assert fit.startswith("fit: run.h5: measured vs predicted force (NRMSE "), fit
+    assert verify.startswith("verify model.yaml against run.h5: measured vs predicted force"), verify

@@ -76,12 +76,12 @@ def test_keyswitch_models(fits, capsys):
             assert drop < 2.0, (name, drop)
         assert 40.0 < k_down < 200.0 and 40.0 < k_up < 200.0
         assert not np.any(model.positive.m) and not np.any(model.negative.b)     # [x 1] only
-    with capsys.disabled():
-        print("\nCherry MX force curves (ThereminGoat's data), auto segments over [x 1]:")
-        print(f"{'switch':7s} {'rows':>5s} {'segs +/-':>8s} {'NRMSE %':>8s} {'floor %':>8s} "
-              f"{'F(2mm) dn/up model [gf]':>24s} {'README':>12s} {'hyst [gf]':>9s} "
-              f"{'bump [gf]':>9s} {'k dn/up [N/m]':>14s}")
-        for (name, n, segs, nrmse, floor, at2, ref, hyst, drop, kd, ku) in rows:
-            print(f"{name:7s} {n:5d} {segs[0]:>4d}/{segs[1]:<3d} {nrmse:8.3f} {floor:8.3f} "
-                  f"{at2[0]:11.1f} / {at2[1]:<10.1f} {ref[0]:5.1f}/{ref[1]:<5.1f} {hyst:9.1f} "
-                  f"{drop:9.1f} {kd:6.0f}/{ku:<6.0f}")
+    # the table is shown with -s or -rP (and on failure), not in -q output
+    print("\nCherry MX force curves (ThereminGoat's data), auto segments over [x 1]:")
+    print(f"{'switch':7s} {'rows':>5s} {'segs +/-':>8s} {'NRMSE %':>8s} {'floor %':>8s} "
+          f"{'F(2mm) dn/up model [gf]':>24s} {'README':>12s} {'hyst [gf]':>9s} "
+          f"{'bump [gf]':>9s} {'k dn/up [N/m]':>14s}")
+    for (name, n, segs, nrmse, floor, at2, ref, hyst, drop, kd, ku) in rows:
+        print(f"{name:7s} {n:5d} {segs[0]:>4d}/{segs[1]:<3d} {nrmse:8.3f} {floor:8.3f} "
+              f"{at2[0]:11.1f} / {at2[1]:<10.1f} {ref[0]:5.1f}/{ref[1]:<5.1f} {hyst:9.1f} "
+              f"{drop:9.1f} {kd:6.0f}/{ku:<6.0f}")

@@ -165,7 +165,7 @@ def test_a_cluster_that_lost_every_worker_is_an_error_naming_the_runs_not_a_wait
         with pytest.raises(HapflowError, match=r"no workers for 2 s.*runs 1, 2 have not "
                                                r"run.*resumes"):
             run_study(study, tmp_path / "out", scheduler=c.scheduler_address, progress=False,
-                      plots=False, worker_timeout=2.0)
+                      plots=False, lost_timeout=2.0)
     assert (tmp_path / "killed").exists()
     table = pd.read_parquet(tmp_path / "out" / "results.parquet")
     assert list(table["status"]) == ["ok", "pending", "pending"]   # the recorded run is kept

@@ -180,7 +180,8 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
     plot_parameters(model, files["parameters"], truth,
                     title=f"{probe.name}: {method}"
                           + (" (error bars 2 sigma)" if method != "ewls" else ""))
-    plot_force(model, motion, predict_motion(model, motion), files["fit_force"])
+    plot_force(model, motion, predict_motion(model, motion), files["fit_force"],
+               f"fit on the probe run ({probe.name})")
 
     # (c) render the validation motion and verify
     validation_run = _run(validate, validation_duration, files["validation"])
@@ -189,7 +190,8 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
     ok = vmotion.valid
     verification = compare(vmotion.force[ok], predicted[ok], vmotion.x[ok], bin_width)
     shown = dataclasses.replace(model, fit={"nrmse_percent": verification.nrmse_percent})
-    plot_force(shown, vmotion, predicted, files["verify_force"])
+    plot_force(shown, vmotion, predicted, files["verify_force"],
+               f"validation run ({validate.name})")
 
     result = CameraResult(out, probe, validate, method, probe_run, validation_run, model, truth,
                           verification, files, command)

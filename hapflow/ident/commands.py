@@ -93,7 +93,8 @@ def cmd_identify(args: argparse.Namespace) -> int:
         p1 = plot_parameters(model, folder / "parameters.png", truth,
                              title=f"{data.name}: {chosen}"
                                    + (" (error bars 2 sigma)" if args.method != "ewls" else ""))
-        p2 = plot_force(model, motion, predict_motion(model, motion), folder / "force.png")
+        p2 = plot_force(model, motion, predict_motion(model, motion), folder / "force.png",
+                        f"fit: {data.name}")
         print(f"plots -> {p1}, {p2}")
     if warned and args.strict:
         print(f"FAIL: {len(warned)} warning(s) and --strict")
@@ -136,7 +137,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(run.summary())
     if args.plots:
         model.fit = {"nrmse_percent": result.nrmse_percent}
-        path = plot_force(model, motion, predicted, Path(args.plots) / "verify_force.png")
+        path = plot_force(model, motion, predicted, Path(args.plots) / "verify_force.png",
+                          f"verify {Path(args.model).name} against {data.name}")
         print(f"plot -> {path}")
         if run is not None:
             from .report import plot_free_run

@@ -129,11 +129,14 @@ def truth_table(model: ImpedanceModel, truth: Truth) -> str:
 
 
 def _save(plt, fig, path: str | Path) -> Path:
-    """Lay out, write (folders created as needed) and close a figure."""
+    """Lay out, write (folders created as needed) and close a figure; a PNG, PDF or SVG file
+    keeps the figure's title in its metadata (``Title``)."""
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    title = fig.get_suptitle()
+    keeps = title and path.suffix.lower() in (".png", ".pdf", ".svg")
+    fig.savefig(path, dpi=110, metadata={"Title": title} if keeps else None)
     plt.close(fig)
     return path
 
@@ -213,9 +216,10 @@ def plot_parameters(model: ImpedanceModel, path: str | Path, truth: Truth | None
 
 
 def plot_force(model: ImpedanceModel, motion: Motion, predicted: np.ndarray, path: str | Path,
-               max_points: int = 20000, window: float = 3.0) -> Path:
+               title: str, max_points: int = 20000, window: float = 3.0) -> Path:
     """Measured vs predicted force: a ``window`` of seconds mid-run, the error over the
-    whole run, and force against position (quasi-static data: against the sample index)."""
+    whole run, and force against position (quasi-static data: against the sample index).
+    ``title`` says which (``"fit: run.h5"``, ``"validation: ..."``); the NRMSE is added."""
     plt = _pyplot()
     n = len(motion)
     step = max(1, n // max_points)
@@ -248,8 +252,8 @@ def plot_force(model: ImpedanceModel, motion: Motion, predicted: np.ndarray, pat
     a3.grid(alpha=0.3)
     a3.legend(fontsize=8, markerscale=6)
     nrmse = model.fit.get("nrmse_percent")
-    fig.suptitle("measured vs predicted force" + (f" (NRMSE {nrmse:.3g} %)" if nrmse is not None
-                                                   else ""))
+    fig.suptitle(f"{title}: measured vs predicted force"
+                 + (f" (NRMSE {nrmse:.3g} %)" if nrmse is not None else ""))
     return _save(plt, fig, path)
 
 

@@ -13,7 +13,7 @@ Results are appended to the log as jobs end; the table is written at the
 end and on Ctrl-C.
 
 A scheduler that has no worker within ``worker_timeout`` seconds, or a cluster
-that has had none that long while jobs wait, is an error
+that has had none for ``lost_timeout`` seconds while jobs wait, is an error
 (a :class:`~hapflow.errors.HapflowError` saying so), not a silent wait.  A job
 whose worker died (Dask's ``KilledWorker``, or any loss of the task: the
 job itself never raises) is submitted again, up to :data:`WORKER_RETRIES`
@@ -43,8 +43,11 @@ WORKER_RETRIES = 2
 """Times a job whose worker died is submitted again before its runs are recorded as ``died``
 (beneath this, Dask's own ``distributed.scheduler.allowed-failures`` applies)."""
 WORKER_TIMEOUT = 30.0
-"""Seconds to wait for a scheduler to answer and for its first worker, and for a worker to join
-a cluster that has lost all of its workers."""
+"""Seconds to wait for a scheduler to answer and for its first worker."""
+LOST_TIMEOUT = 300.0
+"""Seconds a cluster that has lost all of its workers has for one to join (a restarting worker
+imports hapflow and loads kernels: tens of seconds on a loaded machine) before the runs left
+are reported as not run."""
 WORKER_POLL = 1.0
 """Seconds between checks that a cluster running jobs still has a worker."""
 CLUSTER_STARTUP = 5.0
@@ -249,7 +252,8 @@ def _client(workers: int, scheduler: str | None, timeout: float) -> tuple[Any, A
 def run_study(study: Study, out: str | Path, workers: int | None = None,
               scheduler: str | None = None, progress: bool | None = None,
               retry_failed: bool = False, plots: bool = True,
-              worker_timeout: float = WORKER_TIMEOUT) -> StudyResult:
+              worker_timeout: float = WORKER_TIMEOUT,
+              lost_timeout: float = LOST_TIMEOUT) -> StudyResult:
     """Run every unfinished run of ``study``; write the log, the table and the plots.
 
     Parameters
@@ -272,9 +276,11 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     plots : bool
         Write the plots (see :mod:`hapflow.study.plots`).
     worker_timeout : float
-        Seconds to wait for ``scheduler`` to answer and to have a worker, and for a worker
-        to join a cluster that has lost all of its workers (then a HapflowError names the
-        runs that have not run; those that ended are recorded).
+        Seconds to wait for ``scheduler`` to answer and to have a worker.
+    lost_timeout : float
+        Seconds to wait for a worker to join a cluster that has lost all of its workers
+        (then a HapflowError names the runs that have not run; those that ended are
+        recorded).
 
     Returns
     -------
@@ -309,7 +315,7 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
             client, cluster, n_workers = _client(workers, scheduler, worker_timeout)
         todo = jobs(study, pending, n_workers, parallel=client is None)
         if client is not None:
-            _dask(todo, client, emit, worker_timeout)
+            _dask(todo, client, emit, lost_timeout)
         else:
             _local(todo, emit)
     finally:
