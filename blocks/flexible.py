@@ -66,7 +66,7 @@ DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _
 DGM, DPM, DKST = _DL["Gm"], _DL["Pm"], _DL["Kst"]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _features(p, x, xd_from, d):
     """Link-angle features and (if ``xd_from >= 0``) their rates into ``d``."""
     d[DF] = 1.0
@@ -85,7 +85,7 @@ def _features(p, x, xd_from, d):
         d[DFR + 3 + 4 * j], d[DFR + 4 + 4 * j] = -2 * s2 * w, 2 * c2 * w
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _combine(p, so, cap, size, d, fo, do):
     """``d[do:do+size] = sum_k d[fo+k] X_k`` from the nonzero terms of the ``X_k`` at ``p[so:]``:
     their count, then ``cap`` entries, features and coefficients (see :func:`expansion_terms`)."""
@@ -103,7 +103,7 @@ def _combine(p, so, cap, size, d, fo, do):
         d[do + entry] = v
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def cholesky_factor(d, ao, n):
     """Overwrite the SPD n x n matrix at ``ao`` (row-major in ``d``) by its lower Cholesky factor."""
     for j in range(n):
@@ -119,7 +119,7 @@ def cholesky_factor(d, ao, n):
             d[ao + i * n + j] = v / s
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def cholesky_substitute(d, ao, n, bo, ncols):
     """Solve ``L L' X = B`` in place with the factor ``L`` at ``ao``; ``B`` (n x ncols at ``bo``,
     row-major in ``d``) is overwritten by ``X``."""
@@ -141,7 +141,7 @@ def cholesky_substitute(d, ao, n, bo, ncols):
             d[bo + i * ncols + c] /= lii
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def envelope_solve(d, ao, n, st, bo, ncols, first):
     """``cholesky_solve`` for a sparse ``A`` (the Guyan ``Kss``), columns ``first..ncols-1`` of
     ``B`` only: the factor is zero left of each row's first nonzero (``d[st:st+n]`` receives
@@ -179,7 +179,7 @@ def envelope_solve(d, ao, n, st, bo, ncols, first):
             d[bo + i * ncols + c] = v / d[ao + i * n + i]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def cholesky_solve(d, ao, n, bo, ncols):
     """Solve ``A X = B`` in place (``A`` SPD n x n at ``ao``, overwritten by its factor; ``B``
     n x ncols at ``bo``, overwritten by ``X``), both row-major in ``d``."""
@@ -187,7 +187,7 @@ def cholesky_solve(d, ao, n, bo, ncols):
     cholesky_substitute(d, ao, n, bo, ncols)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _basis(p, d):
     """K at the features in ``d`` and ``H(q)`` (eq. 5.49) into ``d``."""
     _combine(p, PK, TM, NU * NU, d, DF, DK)
@@ -212,7 +212,7 @@ def _basis(p, d):
             d[row + NM + j] = d[DPM + i * NT + j]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def flex_matrices(p, x, d):
     """Eq. 6.3's matrices at the state ``x = (z, z')`` into ``d``: M, K, S, its rate Sd,
     ``H(q)``, Mf and the Cholesky factor of ``M~ = H' Mf H``."""
@@ -225,7 +225,7 @@ def flex_matrices(p, x, d):
     _reduced_mass(p, d)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def flex_rate(p, x, torque, d, dx):
     """``dx = (z', z'')`` of eq. 6.3 for the state ``x = (z, z')`` (26 values)."""
     flex_matrices(p, x, d)
@@ -245,7 +245,7 @@ def flex_rate(p, x, torque, d, dx):
         dx[R + i] = d[DRHS + i]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def full_rate(p, x, torque, d, dx):
     """``dx = (x', x'')`` of the full model (eq. 4.23, all 30 dofs) for ``x = (q, u_in)`` and
     its rate (60 values): the matrices of ``flex_matrices`` without the reduction."""
@@ -264,7 +264,7 @@ def full_rate(p, x, torque, d, dx):
         dx[N + i] = d[DGV + i]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _generalised_force(p, d, torque):
     """``g`` of eq. 6.3's right-hand side over ``(q, u_in)`` at ``x``, ``x'`` in ``d``:
     ``L f - Kf x - Cv x'`` with the matrices in ``d``."""
@@ -304,7 +304,7 @@ def _generalised_force(p, d, torque):
         d[DGV + NQ + i] = v
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _full_mass(p, d):
     """``Mf`` of eq. 4.23 over ``(q, u_in)`` into ``d``."""
     for a in range(NQ):
@@ -330,7 +330,7 @@ def _full_mass(p, d):
             d[DMF + (NQ + i) * N + NQ + j] = d[DM + ii * NU + int(p[PIN + j])]
 
 
-@njit_noalloc(cache=True, inline="always")
+@njit_noalloc(inline="always")
 def basis_transpose_times(p, d, bo, co, cols, lower=False):
     """``C = H' B`` in ``d`` (``B`` N x cols, ``C`` R x cols, row-major).
 
@@ -350,7 +350,7 @@ def basis_transpose_times(p, d, bo, co, cols, lower=False):
                 d[co + r * cols + c] += h * d[bo + k * cols + c]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _reduced_mass(p, d):
     """``M~ = H' Mf H`` into ``d``, overwritten by its Cholesky factor."""
     for i in range(N):                        # Mf H, as basis_transpose_times runs H'
@@ -370,7 +370,7 @@ def _reduced_mass(p, d):
     cholesky_factor(d, DMR, R)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def flex_gauges(p, x, d, gamma):
     """Curvatures ``gamma1, gamma2, gamma4`` (1/m) at the state ``x``."""
     _features(p, x, -1, d)
@@ -384,7 +384,7 @@ def flex_gauges(p, x, d, gamma):
     _curvatures(p, d, gamma)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def full_gauges(p, x, d, gamma):
     """Curvatures ``gamma1, gamma2, gamma4`` (1/m) of the full model at ``x = (q, u_in, ...)``."""
     _features(p, x, -1, d)
@@ -394,7 +394,7 @@ def full_gauges(p, x, d, gamma):
     _curvatures(p, d, gamma)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _curvatures(p, d, gamma):
     """``gamma`` from the elastic coordinates ``x[NQ:]`` in ``d`` and the gauge rows there."""
     for g in range(NG):
@@ -404,7 +404,7 @@ def _curvatures(p, d, gamma):
         gamma[g] = v
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def gauge_weight(p, d, g, i):
     """Curvature ``g`` per unit of the elastic dof ``u_in[i]`` as ``flex_gauges`` last left it."""
     return d[DGM + g * NU + int(p[PIN + i])]

@@ -57,7 +57,7 @@ ENCODER_MKD = math.radians(1.534e-3) / math.sqrt(12.0)    # rad, MKD041/MKD090 d
 ENCODER_PARKER = 2.0 * math.pi / 4096 / math.sqrt(12.0)    # rad, 4096 ppr encoder
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def state_matrix(p, d):
     """``M~^-1 [-K~, -C~, L~]`` (R x NC, row-major at ``d[ab]``): the lower rows of eq. 6.3's
     state and input matrices at the state ``flex_matrices`` was last called with (its matrices and
@@ -116,7 +116,7 @@ def state_matrix(p, d):
     cholesky_substitute(d, DMR, R, O_AB, NC)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _horner_step(d, ab, xo, to, c):
     """``T = I + c A X`` with ``A = [[0, I], [A21, A22]]`` (W x W at ``xo``, ``to``)."""
     for i in range(R):
@@ -132,7 +132,7 @@ def _horner_step(d, ab, xo, to, c):
         d[to + i * W + i] += 1.0
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def transition(d, ab, phi, tmp, dt):
     """``Phi = I + A dt + (A dt)^2/2 + (A dt)^3/6 + (A dt)^4/24`` (RK4's transition) at ``phi``."""
     c = dt / 4.0                                 # the first step, I + c A I, needs no product
@@ -150,7 +150,7 @@ def transition(d, ab, phi, tmp, dt):
             d[phi + i] = d[tmp + i]
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def propagate(d, ab, phi, po, tmp, dt, torque_var):
     """``P <- Phi P Phi' + Gamma diag(torque_var) Gamma'`` in place at ``po``."""
     for i in range(W):
@@ -172,7 +172,7 @@ def propagate(d, ab, phi, po, tmp, dt, torque_var):
             d[po + j * W + i] = s
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def measurement_rows(p, d, hm):
     """``dy/dw`` (NY x W at ``hm``) at the features and basis ``flex_gauges`` left in ``d``."""
     for i in range(NY * W):
@@ -268,7 +268,7 @@ class FlexibleLinkEKF(Block):
         ekf_step(p, d)
 
 
-@njit(cache=True)
+@njit
 def ekf_step(p, d):
     """One EKF sample: correct with the measurements at ``d[y]``, predict over ``dt`` with the
     torques at ``d[torque]`` (``p``, ``d`` laid out as :class:`FlexibleLinkEKF`'s)."""
@@ -277,7 +277,7 @@ def ekf_step(p, d):
     predict(p, model, d)
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _measurement_times(d, bo, co, cols):
     """``C = Hm B`` (``B`` W x cols at ``bo``, ``C`` NY x cols at ``co``) over ``Hm``'s first R
     columns: angles and curvatures depend on ``z``, not on ``z'``."""
@@ -289,7 +289,7 @@ def _measurement_times(d, bo, co, cols):
             d[co + i * cols + j] = v
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def correct(p, model, d):
     """Kalman update of ``d[w]``, ``d[P]`` with the measurements ``d[y]``."""
     w = d[O_W:O_W + W]
@@ -326,7 +326,7 @@ def correct(p, model, d):
             d[O_P + j * W + i] = v
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def _input_response(d, ab, b, v, dt):
     """``dt (I + A dt/2 + (A dt)^2/6 + (A dt)^3/24) b`` into ``d[v:]`` (RK4's input response);
     ``b`` is nonzero in its lower half only."""
@@ -346,7 +346,7 @@ def _input_response(d, ab, b, v, dt):
         d[v + i] *= dt
 
 
-@njit_noalloc(cache=True)
+@njit_noalloc
 def predict(p, model, d):
     """State and covariance one sample ahead, torques ``d[torque]`` held: RK4 of eq. 6.3 with
     its matrices taken at the step's start (table 6.1's prediction), ``w <- Phi w + Gamma u``."""

@@ -82,7 +82,7 @@ _EVENT_OUTPUTS = {
 }
 
 
-@njit(cache=True)          # also called from Python (equilibrium): compiled once per cache
+@njit
 def slider(s, p):
     """Constraint angle phi(s) (rad), dphi/ds, d2phi/ds2 and shank distance |r| (m)."""
     a = p[GEOMETRY.key_back]
@@ -291,7 +291,7 @@ class PianoActionA(_PianoAction):
 
 
 # ---------------------------------------------------------------- model B
-@njit(cache=True)          # also called from Python (equilibrium): compiled once per cache
+@njit
 def _b_contact_force(x, p):
     """Model B1: spring-damper force F_KH (N) of the slider spring k2 (raw: may be < 0)."""
     qk, wk, q, w = x[0], x[1], x[2], x[3]

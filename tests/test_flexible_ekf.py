@@ -1,5 +1,8 @@
 """The reduced-model EKF of seed 004 chapter 6 (blocks/flexible_ekf.py): its linearisation
 against the model, its torque meters, and graphs/flexible_link_ekf.yaml over the thesis's 3 s."""
+import importlib
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +11,7 @@ import scipy.linalg
 from scipy.signal import find_peaks
 
 import hapflow
+from hapflow import registry
 from hapflow.blocks.flexible import D_SIZE, R, flex_rate, packed_model
 from hapflow.blocks.flexible_ekf import NC, W, FlexibleLinkEKF, TorqueMeter, state_matrix
 from hapflow.blocks.sources import Constant
@@ -138,3 +142,48 @@ def test_estimated_displacement_spectra_peak_at_the_drive_and_the_modes(run):
         assert s[claimed] == pytest.approx(true[band, k][claimed], rel=0.02)
     for target in (*DRIVE_HZ, modes[0], modes[2]):
         assert min(abs(target - x) for x in found) <= resolution, target
+
+
+def test_helpers_run_an_edited_dependency_not_a_stale_compile(tmp_path, monkeypatch):
+    # the EKF's helpers compile flexible.py's layout into their code: after an edit of
+    # flexible.py alone, a fresh import must run the new layout.  Compiled helpers that numba
+    # cached on disk (keyed by their own file only) were loaded stale after such an edit
+    # and read the old offsets: here a shift of the scratch layout by one place
+    from hapflow.blocks import flexible, flexible_ekf
+    package = tmp_path / "edited_blocks"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for module in (flexible, flexible_ekf):
+        shutil.copy(module.__file__, package)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    rng = np.random.default_rng(5)
+
+    def measurement_rows_agree() -> bool:
+        for name in ("edited_blocks.flexible_ekf", "edited_blocks.flexible", "edited_blocks"):
+            sys.modules.pop(name, None)
+        importlib.invalidate_caches()
+        with registry.registered(flexible.FlexibleLink, flexible.FlexibleLinkFull,
+                                 FlexibleLinkEKF, TorqueMeter):
+            ekf = importlib.import_module("edited_blocks.flexible_ekf")
+        flex = sys.modules["edited_blocks.flexible"]      # the layout the copy was built with
+        p = np.zeros(flex.P_SIZE)
+        inner = rng.permutation(30)[:27]
+        p[flex.PIN:flex.PIN + 27] = inner
+        d = rng.standard_normal(ekf.FlexibleLinkEKF().dstate)
+        hm = ekf.FlexibleLinkEKF.D.hm
+        ekf.measurement_rows(p, d, hm)
+        got = d[hm:hm + 6 * W].reshape(6, W)
+        H = d[flex.DH:flex.DH + 30 * R].reshape(30, R)
+        gauges = d[flex.DGM:flex.DGM + 3 * 30].reshape(3, 30)
+        return bool(np.allclose(got[3:, :R], gauges[:, inner] @ H[3:], rtol=1e-12, atol=0.0)
+                    and np.array_equal(got[:3, :3], np.eye(3)))
+
+    assert measurement_rows_agree()
+    source = package / "flexible.py"
+    text = source.read_text()
+    edited = text.replace('_DL, D_SIZE = _layout([("f", NF)',
+                          '_DL, D_SIZE = _layout([("pad", 1), ("f", NF)')
+    assert edited != text
+    source.write_text(edited)
+    assert measurement_rows_agree()
