@@ -165,13 +165,14 @@ def envelope_solve(d, ao, n, st, bo, ncols, first):
                 for k in range(max(si, sj), j):
                     v -= d[ao + i * n + k] * d[ao + j * n + k]
                 d[ao + i * n + j] = v / s
-    for c in range(first, ncols):
-        for i in range(n):
+    for i in range(n):                  # row by row, all columns at once: independent sums
+        for c in range(first, ncols):
             v = d[bo + i * ncols + c]
             for k in range(int(d[st + i]), i):
                 v -= d[ao + i * n + k] * d[bo + k * ncols + c]
             d[bo + i * ncols + c] = v / d[ao + i * n + i]
-        for i in range(n - 1, -1, -1):
+    for i in range(n - 1, -1, -1):
+        for c in range(first, ncols):
             v = d[bo + i * ncols + c]
             for k in range(i + 1, n):
                 if d[st + k] <= i:
@@ -306,28 +307,39 @@ def _generalised_force(p, d, torque):
 
 @njit_noalloc
 def _full_mass(p, d):
-    """``Mf`` of eq. 4.23 over ``(q, u_in)`` into ``d``."""
+    """``Mf`` of eq. 4.23 over ``(q, u_in)`` into ``d``.
+
+    ``S' M S`` and ``M S`` over the entries of M that can be nonzero, all products of an
+    entry at once (independent sums: the loops are not bound by the latency of one sum);
+    each entry of ``Mf`` adds its products in the order of one sum at a time.
+    """
     for a in range(NQ):
         for b in range(NQ):
-            v = 0.0
-            for i in range(NU):
+            d[DMF + a * N + b] = 0.0
+    for i in range(NU):
+        for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
+            k = int(p[PMKC + e])
+            m = d[DM + i * NU + k]
+            for a in range(NQ):
                 si = d[DS + i * NQ + a]
                 if si != 0.0:
-                    for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
-                        k = int(p[PMKC + e])
-                        v += si * d[DM + i * NU + k] * d[DS + k * NQ + b]
-            d[DMF + a * N + b] = v
+                    t = si * m
+                    for b in range(NQ):
+                        d[DMF + a * N + b] += t * d[DS + k * NQ + b]
     for i in range(NIN):
         ii = int(p[PIN + i])
+        row = DMF + (NQ + i) * N
         for b in range(NQ):
-            v = 0.0
-            for e in range(int(p[PMKR + ii]), int(p[PMKR + ii + 1])):
-                k = int(p[PMKC + e])
-                v += d[DM + ii * NU + k] * d[DS + k * NQ + b]
-            d[DMF + (NQ + i) * N + b] = v
-            d[DMF + b * N + NQ + i] = v
+            d[row + b] = 0.0
+        for e in range(int(p[PMKR + ii]), int(p[PMKR + ii + 1])):
+            k = int(p[PMKC + e])
+            m = d[DM + ii * NU + k]
+            for b in range(NQ):
+                d[row + b] += m * d[DS + k * NQ + b]
+        for b in range(NQ):
+            d[DMF + b * N + NQ + i] = d[row + b]
         for j in range(NIN):
-            d[DMF + (NQ + i) * N + NQ + j] = d[DM + ii * NU + int(p[PIN + j])]
+            d[row + NQ + j] = d[DM + ii * NU + int(p[PIN + j])]
 
 
 @njit_noalloc(inline="always")
