@@ -22,6 +22,7 @@ from numba import njit
 
 from hapflow.block import Block
 from hapflow.jit import njit_noalloc
+from hapflow.names import Derived
 from hapflow.params import Live, nonnegative
 from hapflow.ports import In, Out
 
@@ -63,7 +64,7 @@ DF, DFR, DM, DK, DS, DSD = _DL["f"], _DL["fr"], _DL["M"], _DL["K"], _DL["S"], _D
 DKSS, DG, DH, DX, DXD = _DL["Kss"], _DL["G"], _DL["H"], _DL["x"], _DL["xd"]
 DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"], _DL["g"],
                                                _DL["Mf"], _DL["MH"], _DL["Mr"], _DL["rhs"])
-DGM, DPM, DKST = _DL["Gm"], _DL["Pm"], _DL["Kst"]
+DGM, DPM, DKST, DTQ = _DL["Gm"], _DL["Pm"], _DL["Kst"], _DL["torque"]
 
 
 @njit_noalloc
@@ -483,8 +484,30 @@ def _model_arrays() -> np.ndarray:
 
 
 def packed_model(alpha: float, beta: float) -> np.ndarray:
-    """The ``p`` of the kernels here: Rayleigh ``alpha`` (1/s), ``beta`` (s), then the model."""
+    """The ``p`` of the kernels here: Rayleigh ``alpha`` (1/s), ``beta`` (s), then the model
+    (what :class:`FlexibleLink` packs)."""
     return np.concatenate([[alpha, beta], _model_arrays()])
+
+
+@njit_noalloc
+def hold_torques(d, t1, t2, t3):
+    """The torque inputs into ``d[DTQ:]``, where the rate functions read them."""
+    d[DTQ] = t1[0]
+    d[DTQ + 1] = t2[0]
+    d[DTQ + 2] = t3[0]
+
+
+@njit_noalloc
+def arm_outputs(x, elastic_dofs, q, elastic):
+    """``q`` and the elastic master displacements (at ``elastic_dofs`` in ``x``)."""
+    for i in range(NQ):
+        q[i] = x[i]
+    for i in range(6):
+        elastic[i] = x[elastic_dofs[i]]
+
+
+REDUCED_ELASTIC = (3, 4, 5, 6, 7, 8)     # x4 y5 x14 y15 x25 x26 in z: masters after q
+ELASTIC = (3, 4, 13, 14, 24, 25)         # the same in x = (q, u_in): chapter 6's masters
 
 
 class FlexibleLink(Block):
@@ -515,11 +538,10 @@ class FlexibleLink(Block):
               "beta": Live(2e-6, unit="s", check=nonnegative,
                            doc="Rayleigh stiffness coefficient (RK4 at 0.1 ms needs "
                                "beta (2 pi 1.3 kHz)^2 dt < 2.8)")}
+    derived = {"model": Derived(lambda b: _model_arrays(), size=P_SIZE - 2,
+                                doc="the expanded manipulator: expansion terms, patterns, dofs")}
     cstate = 2 * R
     dstate = D_SIZE
-
-    def pack(self) -> np.ndarray:
-        return packed_model(self.alpha, self.beta)
 
     def initial_state(self):
         from hapflow.flex.manipulator import Q_STAR
@@ -530,25 +552,17 @@ class FlexibleLink(Block):
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, t1, t2, t3, dx):
-        d[D_SIZE - 3] = t1[0]
-        d[D_SIZE - 2] = t2[0]
-        d[D_SIZE - 1] = t3[0]
-        flex_rate(p, x, d[D_SIZE - 3:], d, dx)
+        hold_torques(d, t1, t2, t3)
+        flex_rate(p, x, d[DTQ:], d, dx)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, t1, t2, t3, q, gamma, elastic):
-        for i in range(NQ):
-            q[i] = x[i]
-        for i in range(6):
-            elastic[i] = x[NQ + i]
+        arm_outputs(x, REDUCED_ELASTIC, q, elastic)
         flex_gauges(p, x, d, gamma)
 
 
-ELASTIC = (3, 4, 13, 14, 24, 25)     # x4 y5 x14 y15 x25 x26 in x = (q, u_in): chapter 6's masters
-
-
-class FlexibleLinkFull(Block):
+class FlexibleLinkFull(FlexibleLink):
     """Seed 004's flexible 3-dof manipulator with all 30 dofs (eq. 4.23): chapter 6's truth.
 
     The ERLS model of :mod:`hapflow.flex.manipulator` without the reduction -- the
@@ -567,34 +581,16 @@ class FlexibleLinkFull(Block):
     elastic    : out, (6,), m           elastic displacements x4 y5 x14 y15 x25 x26 (state only)
     """
 
-    inputs = FlexibleLink.inputs
-    outputs = FlexibleLink.outputs
-    params = FlexibleLink.params
     cstate = 2 * N
-    dstate = D_SIZE
-
-    def pack(self) -> np.ndarray:
-        return packed_model(self.alpha, self.beta)
-
-    def initial_state(self):
-        from hapflow.flex.manipulator import Q_STAR
-        x, d, m = super().initial_state()
-        x[:NQ] = Q_STAR
-        return x, d, m
 
     @staticmethod
     @njit
     def deriv(t, x, d, m, p, t1, t2, t3, dx):
-        d[D_SIZE - 3] = t1[0]
-        d[D_SIZE - 2] = t2[0]
-        d[D_SIZE - 1] = t3[0]
-        full_rate(p, x, d[D_SIZE - 3:], d, dx)
+        hold_torques(d, t1, t2, t3)
+        full_rate(p, x, d[DTQ:], d, dx)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, t1, t2, t3, q, gamma, elastic):
-        for i in range(NQ):
-            q[i] = x[i]
-        for i in range(6):
-            elastic[i] = x[ELASTIC[i]]
+        arm_outputs(x, ELASTIC, q, elastic)
         full_gauges(p, x, d, gamma)

@@ -5,8 +5,9 @@ import pytest
 import scipy.linalg
 
 import hapflow
-from hapflow.blocks.flexible import (D_SIZE, FlexibleLink, FlexibleLinkFull, envelope_solve,
-                                     flex_gauges, flex_rate, full_gauges, full_rate)
+from hapflow.blocks.flexible import (D_SIZE, PA, PAC, PB, FlexibleLink, FlexibleLinkFull,
+                                     envelope_solve, flex_gauges, flex_rate, full_gauges, full_rate,
+                                     packed_model)
 from hapflow.blocks.sources import Sine
 from hapflow.flex.erls_reduction import reduce_erls
 from hapflow.flex.manipulator import MASTERS, Q_STAR, gauge_rows, manipulator
@@ -20,6 +21,12 @@ def reference():
     mech = manipulator(alpha=1.0, beta=2e-6)             # the block's default damping
     red = reduce_erls(mech, MASTERS, Q_STAR, list(range(3, 9)), 4)
     return expand(mech, [0, 2, 12], gauge_rows, red)
+
+
+def test_blocks_pack_alpha_beta_and_the_model_where_the_kernels_read_them():
+    for cls in (FlexibleLink, FlexibleLinkFull):
+        assert (cls.P.alpha, cls.P.beta, cls.P.model) == (PA, PB, PAC)
+        np.testing.assert_array_equal(cls(alpha=0.5, beta=3e-6).pack(), packed_model(0.5, 3e-6))
 
 
 def test_kernels_equal_the_numpy_model(reference):
