@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 
 from hapflow.block import Block, ParamError
+from hapflow.closures import frozen
 from hapflow.errors import GraphError
 from hapflow.jit import njit_noalloc
 from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
@@ -209,7 +210,7 @@ def _fixed_mm(r: int, k: int, q: int, bt: bool, acc: bool, sym: bool) -> Callabl
     @njit_noalloc(inline="always")                # into the step: a dozen calls per step
     def mm(a, ao, b, bo, c, co, r_, k_, q_, bt_, acc_, sym_):
         body(a, ao, b, bo, c, co, r, k, q, bt, acc, sym)
-    return mm
+    return frozen(mm)[0]
 
 
 @lru_cache(maxsize=None)
@@ -220,7 +221,7 @@ def _fixed_chol(n: int) -> Callable:
     @njit_noalloc
     def factor(a, ao, scale, c, co, n_):
         body(a, ao, scale, c, co, n)
-    return factor
+    return frozen(factor)[0]
 
 
 @lru_cache(maxsize=None)
@@ -231,7 +232,7 @@ def _fixed_solve(m: int, rows: int) -> Callable:
     @njit_noalloc
     def solve(lf, lo, m_, k, ko, rows_):
         body(lf, lo, m, k, ko, rows)
-    return solve
+    return frozen(solve)[0]
 
 
 @lru_cache(maxsize=None)
@@ -242,7 +243,7 @@ def _fixed_points(n: int, ns: int, simplex: bool) -> Callable:
     @njit_noalloc
     def points(d, p, xo, lo, so, n_, ns_, simplex_, pchi):
         body(d, p, xo, lo, so, n, ns, simplex, pchi)
-    return points
+    return frozen(points)[0]
 
 
 @lru_cache(maxsize=None)
@@ -253,7 +254,7 @@ def _fixed_wmean(dim: int, ns: int) -> Callable:
     @njit_noalloc
     def wmean(d, so, dim_, ns_, p, pw, mo):
         body(d, so, dim, ns, p, pw, mo)
-    return wmean
+    return frozen(wmean)[0]
 
 
 @lru_cache(maxsize=None)
@@ -264,7 +265,7 @@ def _fixed_wcov(na: int, nb: int, ns: int, sym: bool) -> Callable:
     @njit_noalloc
     def wcov(d, ao, am, na_, bo, bm, nb_, ns_, p, pw, co, noise, sym_):
         body(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym)
-    return wcov
+    return frozen(wcov)[0]
 
 
 @lru_cache(maxsize=None)
@@ -590,7 +591,10 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
     functions inline (a tuple of functions passed as a value would be a run-time
     function pointer, which the kernel cache cannot store); which of them a
     model has is decided here, in Python.  Memoised: one set of steps per
-    operation set and model.
+    operation set and model, written as one generated module
+    (:func:`hapflow.closures.frozen`), so numba's disk cache keeps them: a
+    closure is compiled again in every process (every test worker, every
+    child compiling units), a frozen step once per kernel cache.
     """
     (op_ax, op_bu, op_hx, op_nnn, op_nnt, op_pht, op_hpht, op_ky, op_kpt, op_kkt, op_kr, op_ksk,
      op_chol_m, op_chol_n, op_solve, op_points, op_wmean_n, op_wmean_m, op_wcov_nn, op_wcov_mm,
@@ -819,7 +823,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             d[PN + i] = d[PP + i] - d[PN + i]
         return XN, PN, Y
 
-    return _Steps(_kf_core, _ekf_core, _ukf_core)
+    return _Steps(*frozen(_kf_core, _ekf_core, _ukf_core))
 
 
 def simplex_points(n: int, w0: float) -> tuple[np.ndarray, np.ndarray]:

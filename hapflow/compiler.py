@@ -168,6 +168,12 @@ def fingerprint(source: str, checked: Checked, functions: list[Callable]) -> str
     return _digest(source, repr(structure), functions)
 
 
+def module_digest(source: str, functions: list[Callable]) -> str:
+    """Content hash naming a generated module: its source, the numba and Python versions and
+    the text of every module whose functions ``functions`` reach (see :func:`_digest`)."""
+    return _digest(source, "", functions)
+
+
 def _digest(source: str, structure: str, functions: list[Callable]) -> str:
     h = hashlib.sha256()
     for part in (source, structure, numba.__version__, sys.version):
@@ -323,7 +329,7 @@ def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) ->
     units = _define_units(generated.units)
     namespace = {**generated.namespace,
                  **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
-    module = _load_module(name, generated.source, _namespace(namespace, False, name))
+    module = load_module(name, generated.source, _namespace(namespace, False, name))
     if not all(_on_disk(vars(module)[f]) for f in entries):
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
@@ -412,8 +418,8 @@ def _define_units(units: dict[str, UnitSource]) -> dict[str, types.ModuleType]:
     """Each unit's module by unit name (shared through the cache), not compiled yet."""
     modules = {}
     for unit in units.values():
-        name = f"{unit.name}_{_digest(unit.source, '', _functions(unit.namespace))[:12]}"
-        modules[unit.name] = _load_module(name, unit.source,
+        name = f"{unit.name}_{module_digest(unit.source, _functions(unit.namespace))[:12]}"
+        modules[unit.name] = load_module(name, unit.source,
                                           _namespace(unit.namespace, False, name))
     return modules
 
@@ -598,7 +604,7 @@ def compile_error(graph: Graph, block: str | None, exc: Exception) -> GraphError
                       "(see hapflow/block.py).", block=block if node else None)
 
 
-def _load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
+def load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
     """Write ``source`` to ``<cache>/<name>.py`` (once) and execute it as module ``name``."""
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -648,7 +654,7 @@ def compile_variant(program: Program, suffix: str, source: str,
                      jit=numba.njit(**JIT_OPTIONS),
                      pjit=numba.njit(parallel=parallel, **JIT_OPTIONS),
                      __name__=name)
-    return _load_module(name, source, namespace)
+    return load_module(name, source, namespace)
 
 
 def compile_batch(program: Program, parallel: bool = True) -> Callable:

@@ -12,12 +12,14 @@ numba's int64 alike), so the simplified code computes the same bits.
 Rules, repeated until nothing changes:
 
 - a local assigned exactly once, at the top level of the body, to an
-  integer constant is replaced by that constant where it is read, and the
-  assignment is dropped;
+  integer constant (alone, or in a tuple of constants: ``a, b = (2, 5)``,
+  a kernel's named offsets) is replaced by that constant where it is read,
+  and the assignment is dropped;
 - ``+ - * // %`` and unary ``-`` of integer constants, comparisons of
   integer constants, ``a if <constant> else b`` and ``if <constant>:`` are
   folded; in an index, ``x + 0`` becomes ``x``, ``(x + 3) - 1`` becomes
-  ``x + 2`` and ``4 + (x + 2)`` becomes ``x + 6``, and ``x < 0`` is false for a loop counter over a range from 0
+  ``x + 2``, ``2 + x`` becomes ``x + 2`` and ``4 + (x + 2)`` becomes
+  ``x + 6``, and ``x < 0`` is false for a loop counter over a range from 0
   plus constants (the wrap-around guard of a run-time index);
 - ``for v in range(...)`` with constant bounds and zero trips is dropped;
   with one trip its body replaces it, ``v`` read as the constant (only when
@@ -82,6 +84,9 @@ class _Fold(ast.NodeTransformer):
             return node.left
         if isinstance(node.op, ast.Add) and a == 0:
             return node.right
+        if isinstance(node.op, ast.Add) and a is not None and b is None \
+                and not isinstance(node.right, ast.BinOp):          # 2 + j -> j + 2
+            return ast.BinOp(node.right, ast.Add(), node.left)
         inner = node.right
         if a is not None and isinstance(node.op, ast.Add) and isinstance(inner, ast.BinOp) \
                 and isinstance(inner.op, (ast.Add, ast.Sub)) and _int(inner.right) is not None:
@@ -247,11 +252,24 @@ def _flatten(body: list) -> list[ast.stmt]:
     return out
 
 
+def _split(stmt: ast.stmt) -> ast.stmt | list[ast.stmt]:
+    """``a, b = (2, 5)`` as ``a = 2`` and ``b = 5`` (constants: no order to keep)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+            and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Tuple) \
+            and len(stmt.targets[0].elts) == len(stmt.value.elts) \
+            and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts) \
+            and all(isinstance(v, ast.Constant) for v in stmt.value.elts):
+        return [ast.copy_location(ast.Assign([t], v), stmt)
+                for t, v in zip(stmt.targets[0].elts, stmt.value.elts)]
+    return stmt
+
+
 def simplify(body: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
     """``body`` simplified (see the module docstring); ``names`` are the kernel's locals.
 
     Statements whose bodies empty out get ``pass``.
     """
+    body = _flatten([_split(s) for s in body])
     for _ in range(8):
         before = ast.dump(ast.Module(body, []))
         known = _constants(body, names)

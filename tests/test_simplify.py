@@ -28,9 +28,25 @@ for c1_i in range(1):
 def test_a_counter_shared_by_loops_is_still_a_counter_and_one_trip_loops_unroll():
     text = _simplified(TWO_LOOPS, {"c1_i"})
     assert text.splitlines() == ["for c1_i in range(2):",
-                                 "    f[b6 + (1 + c1_i)] = f[b1 + (6 + c1_i)]",
+                                 "    f[b6 + (c1_i + 1)] = f[b1 + (c1_i + 6)]",
                                  "f[b6 + 5] = f[b1 + 18]"]
     assert np.array_equal(_run(text), _run(TWO_LOOPS))
+
+
+# Multisine's kernel names its parameter offsets in one tuple (``amp, omega = (2, 5)``).
+NAMED_OFFSETS = """\
+c2_amp, c2_omega = (2, 5)
+for c2_k in range(3):
+    f[b6 + c2_k] = f[b1 + (15 + (c2_amp + c2_k) + (11 if c2_amp + c2_k < 0 else 0))] \\
+        * f[b1 + (15 + (c2_omega + c2_k) + (11 if c2_omega + c2_k < 0 else 0))]
+"""
+
+
+def test_offsets_named_in_a_tuple_of_constants_fold_into_the_index():
+    text = _simplified(NAMED_OFFSETS, {"c2_amp", "c2_omega", "c2_k"})
+    assert text.splitlines() == ["for c2_k in range(3):",
+                                 "    f[b6 + c2_k] = f[b1 + (c2_k + 17)] * f[b1 + (c2_k + 20)]"]
+    assert np.array_equal(_run(text), _run(NAMED_OFFSETS))
 
 
 def test_a_counter_read_after_its_loops_keeps_them():

@@ -1,0 +1,177 @@
+"""Kernels made by factories (closures) as module functions that numba can cache on disk.
+
+A block that builds its kernels per structure (a Kalman step over matrix
+operations of fixed shapes and a chosen model) makes closures.  numba cannot
+keep a closure in its disk cache: the cache key of a closure includes the
+pickled values it captures, and a captured numba function pickles with an
+id drawn anew in every process, so every process (every test worker, every
+child compiling units) compiled such a kernel again.
+
+:func:`frozen` writes closures, and every closure they capture, as plain
+functions of one generated module in the kernel cache folder: captured
+constants become assignments in the text, captured functions are emitted
+(closures) or bound by name (module functions).  The module is named by a
+digest of its text and of every module its functions reach
+(:func:`hapflow.compiler.module_digest`), as compile units are, so an edit of
+any of them gives a new module and the old machine code is never loaded
+for the new code.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import textwrap
+import types
+from typing import Any, Callable
+
+import numba
+from numba.core.dispatcher import Dispatcher
+
+from .compiler import load_module, module_digest
+
+CONSTANTS = (bool, int, float, str, type(None))
+"""Types of captured values written into the generated text (tuples of them too)."""
+
+
+def frozen(*kernels: Dispatcher) -> tuple[Dispatcher, ...]:
+    """The njit-compiled ``kernels`` as functions of one cacheable generated module.
+
+    Parameters
+    ----------
+    kernels : numba dispatchers
+        Functions compiled with ``numba.njit`` (or :func:`hapflow.jit.njit_noalloc`),
+        closures or not; each keeps its compile options, plus ``cache=True``.
+
+    Returns
+    -------
+    tuple of numba dispatchers
+        The same functions, in order, defined by the generated module (a function
+        that is no closure is returned as it is).
+
+    Raises
+    ------
+    TypeError
+        If a closure captures a value that has no exact text (an array, a NaN, an
+        object): such a kernel cannot be named by its text.
+    """
+    return _frozen(kernels)
+
+
+@functools.lru_cache(maxsize=None)
+def _frozen(kernels: tuple[Dispatcher, ...]) -> tuple[Dispatcher, ...]:
+    module = _Module()
+    names = [module.function(fn) if _is_closure(fn) else None for fn in kernels]
+    if not any(names):
+        return kernels
+    loaded = module.load()
+    return tuple(fn if name is None else getattr(loaded, name) for fn, name in zip(kernels, names))
+
+
+def _is_closure(fn: Any) -> bool:
+    return isinstance(fn, Dispatcher) and fn.py_func.__closure__ is not None
+
+
+def _exact(value: Any) -> bool:
+    """Whether ``repr(value)`` evaluates back to ``value`` (constants and tuples of them)."""
+    if isinstance(value, tuple):
+        return all(_exact(item) for item in value)
+    try:
+        return isinstance(value, CONSTANTS) and ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        return False
+
+
+class _Module:
+    """The text and namespace of one generated module, built function by function."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.namespace: dict[str, Any] = {"njit": numba.njit}
+        self.globals: dict[str, Any] = {}                 # globals the functions read
+        self.taken: set[str] = set()
+        self.emitted: dict[int, str] = {}                 # id of a dispatcher -> its name
+        self.bound: list[Dispatcher] = []                 # functions called by name
+
+    def function(self, fn: Dispatcher) -> str:
+        """The name of closure ``fn`` in the module, emitting it (and its captures) first."""
+        if id(fn) in self.emitted:
+            return self.emitted[id(fn)]
+        py = fn.py_func
+        renames = {var: self._capture(var, cell, py)
+                   for var, cell in zip(py.__code__.co_freevars, py.__closure__)}
+        for name in py.__code__.co_names:
+            if name in py.__globals__:
+                self._global(name, py.__globals__[name], py)
+        name = self.emitted[id(fn)] = self._fresh(py.__name__)
+        self.parts.append(_definition(py, name, renames, fn.targetoptions))
+        return name
+
+    def _capture(self, var: str, cell: types.CellType, owner: types.FunctionType) -> str:
+        """The module name holding the value ``owner`` captured as ``var``."""
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            raise TypeError(f"{owner.__qualname__}: {var} is not bound yet") from None
+        if _is_closure(value):
+            return self.function(value)
+        name = self._fresh(var)
+        if isinstance(value, Dispatcher):
+            self.namespace[name] = value
+            self.bound.append(value)
+        elif _exact(value):
+            self.parts.append(f"{name} = {value!r}")
+        else:
+            raise TypeError(f"{owner.__qualname__} captures {var}, a {type(value).__name__}, "
+                            "which has no exact text")
+        return name
+
+    def _global(self, name: str, value: Any, owner: types.FunctionType) -> None:
+        """Bind a global ``owner`` reads: constants as text, functions and modules by value."""
+        if name in self.globals:
+            if self.globals[name] is not value:
+                raise TypeError(f"{owner.__qualname__}: global {name} differs between the "
+                                "functions of one module")
+            return
+        self.globals[name] = value
+        self.taken.add(name)
+        if isinstance(value, Dispatcher):
+            self.bound.append(value)
+            self.namespace[name] = value
+        elif isinstance(value, (types.ModuleType, types.BuiltinFunctionType)):
+            self.namespace[name] = value
+        elif _exact(value):
+            self.parts.insert(0, f"{name} = {value!r}")
+        else:
+            raise TypeError(f"{owner.__qualname__} reads global {name}, a "
+                            f"{type(value).__name__}, which has no exact text")
+
+    def _fresh(self, base: str) -> str:
+        """A module name not used yet: ``base`` with a numbered suffix."""
+        k = len(self.taken)
+        while f"{base}__{k}" in self.taken:
+            k += 1
+        self.taken.add(f"{base}__{k}")
+        return f"{base}__{k}"
+
+    def load(self) -> types.ModuleType:
+        """Write the module to the cache folder (once) and import it."""
+        source = '"""Generated by hapflow.closures. Do not edit."""\n\n' + "\n\n".join(self.parts)
+        name = f"hk_{module_digest(source, self.bound)[:20]}"
+        return load_module(name, source + "\n", {**self.namespace, "__name__": name})
+
+
+def _definition(py: types.FunctionType, name: str, renames: dict[str, str],
+                options: dict[str, Any]) -> str:
+    """``py``'s source as module function ``name`` with its captures renamed and its options."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
+    node = tree.body[0]
+    if not isinstance(node, ast.FunctionDef):
+        raise TypeError(f"{py.__qualname__} is not defined by a def statement")
+    node.decorator_list, node.name = [], name
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in renames:
+            sub.id = renames[sub.id]
+    arguments = ", ".join(f"{key}={value!r}" for key, value in sorted(options.items())
+                          if key != "nopython")          # implied by njit
+    return f"@njit({arguments}, cache=True)\n{ast.unparse(node)}\n"

@@ -1,0 +1,94 @@
+"""hapflow.closures: factory-made kernels compiled once per cache, named by what they run."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from numba import njit
+
+from hapflow.closures import frozen
+
+FACTORY = textwrap.dedent("""
+    from numba import njit
+    from hf_frozen_leaf import leaf
+
+    SHIFT = 1.0
+
+    def make(scale):
+        @njit(inline="always")
+        def scaled(x):
+            return scale * leaf(x)
+
+        @njit
+        def kernel(x):
+            return scaled(x) + SHIFT
+        return kernel
+""")
+LEAF = "from numba import njit\n@njit\ndef leaf(x):\n    return {} * x\n"
+CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import hf_frozen_factory
+    from hapflow.closures import frozen
+    (kernel,) = frozen(hf_frozen_factory.make(3.0))
+    value = kernel(2.0)
+    stats = kernel.stats
+    print(kernel.__module__, value, sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+""")
+
+
+def _child(folder, cache):
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(folder)], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return out[0], float(out[1]), int(out[2]), int(out[3])
+
+
+def test_a_frozen_closure_is_loaded_from_disk_by_the_next_process(tmp_path):
+    (tmp_path / "hf_frozen_factory.py").write_text(FACTORY)
+    (tmp_path / "hf_frozen_leaf.py").write_text(LEAF.format(2.0))
+    first = _child(tmp_path, tmp_path / "cache")
+    second = _child(tmp_path, tmp_path / "cache")
+    assert first[1:] == (13.0, 0, 1)          # 3 * (2 * 2) + 1, compiled and stored
+    assert second == (first[0], 13.0, 1, 0)   # the same module, machine code from disk
+
+
+def test_an_edit_of_a_function_the_closure_calls_renames_the_module(tmp_path):
+    (tmp_path / "hf_frozen_factory.py").write_text(FACTORY)
+    (tmp_path / "hf_frozen_leaf.py").write_text(LEAF.format(2.0))
+    before = _child(tmp_path, tmp_path / "cache")
+    (tmp_path / "hf_frozen_leaf.py").write_text(LEAF.format(5.0))
+    after = _child(tmp_path, tmp_path / "cache")
+    assert after[0] != before[0]
+    assert after[1:] == (31.0, 0, 1)          # the new leaf, compiled: never the stale code
+
+
+def test_frozen_kernels_compute_what_the_closures_compute():
+    def make(n, flag):
+        @njit
+        def total(a):
+            s = 0.0
+            for i in range(n):
+                s += a[i]
+            return -s if flag else s
+        return total
+
+    closures = make(3, True), make(2, False)
+    a = np.array([1.0, 2.0, 4.0])
+    kernels = frozen(*closures)
+    assert [k(a) for k in kernels] == [c(a) for c in closures] == [-7.0, 3.0]
+    assert all(k.py_func.__closure__ is None for k in kernels)
+    assert frozen(*closures) == kernels                    # one module per set, memoised
+
+
+def test_a_capture_without_exact_text_is_refused():
+    table = np.ones(3)
+
+    @njit
+    def reads(i):
+        return table[i]
+
+    with pytest.raises(TypeError, match="captures table, a ndarray"):
+        frozen(reads)
