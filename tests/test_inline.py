@@ -69,7 +69,7 @@ def test_rewrites_indices_sizes_locals_constants_and_globals():
     text = "\n".join(lines)
     assert "c1_n" not in text and " + 2" in text                # len(u) -> constant, propagated
     assert "for c1_j in range(2):" in text                      # y.size -> constant
-    assert "sf[9 + c1_j] = sf[5 + c1_j] * 3.0 + ts" in text     # offsets, closure constant, t
+    assert "sf[c1_j + 9] = sf[c1_j + 5] * 3.0 + ts" in text     # offsets, closure constant, t
     assert "g__helper(v_x_2, 0)" in text                        # whole port -> hoisted view
     assert "g_math.sin(x[4])" in text                           # negative index folded
     assert "return" not in text
@@ -79,7 +79,7 @@ def test_rewrites_indices_sizes_locals_constants_and_globals():
 def test_run_time_index_wraps_like_a_view():
     lines, _ = _inline(_negative, [ExprArg("t"), ArrayArg("sf", 4, 3), ArrayArg("sf", 9, 1)])
     text = "\n".join(lines)
-    assert "sf[9] = sf[4 + c1_k + (3 if c1_k < 0 else 0)] + sf[6]" in text
+    assert "sf[9] = sf[c1_k + 4 + (3 if c1_k < 0 else 0)] + sf[6]" in text
     sf = np.arange(12.0)
     scope = {"sf": sf, "t": 0.0}
     exec(text, scope)
@@ -96,7 +96,7 @@ def test_constant_sizes_leave_no_one_trip_loops_or_dead_branches():
     lines, _ = _inline(_sized, [ExprArg("t"), ArrayArg("sf", 4, 1), ArrayArg("sf", 9, 1)])
     assert lines == ["sf[9] = sf[4]"]
     lines, _ = _inline(_sized, [ExprArg("t"), ArrayArg("sf", 4, 3), ArrayArg("sf", 9, 2)])
-    assert lines == ["for c1_j in range(2):", "    sf[9 + c1_j] = sf[c1_j + 6]"]
+    assert lines == ["for c1_j in range(2):", "    sf[c1_j + 9] = sf[c1_j + 6]"]
     sf = np.arange(12.0)
     exec("\n".join(lines), {"sf": sf})
     assert list(sf[9:11]) == [6.0, 7.0]
