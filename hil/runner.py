@@ -349,26 +349,28 @@ class HilRunner:
         try:
             loop.run()
         finally:
-            self.live.stop()
-            if unwatch is not None:
-                unwatch()
-            wall = time.perf_counter() - wall0
-            cpu = 100.0 * (time.process_time() - cpu0) / wall if wall > 0 else 0.0
-            gc.enable()
-            settings.restore()
-            loop.shutdown()
-            _restore_signals(handlers)
-            status = ("complete" if loop.event is None and loop.done == total else
-                      "safety" if loop.event else "error")
-            if self.sim.sinks:
-                self.sim.close("complete" if status == "complete" else "interrupted",
-                               tick=loop.done)
-            if rec is not None:
-                rec.finish(status, realtime=settings.summary(), cpu_percent=cpu,
-                           arm_log="\n".join(self.arm_log),
-                           overruns=loop.overruns, **_event_attrs(loop.event))
-        timing = loop.kept_timing()
-        loop.release()
+            try:        # Ctrl-C stays trapped until the file is finished and the memory freed
+                self.live.stop()
+                if unwatch is not None:
+                    unwatch()
+                wall = time.perf_counter() - wall0
+                cpu = 100.0 * (time.process_time() - cpu0) / wall if wall > 0 else 0.0
+                gc.enable()
+                settings.restore()
+                loop.shutdown()
+                status = ("complete" if loop.event is None and loop.done == total else
+                          "safety" if loop.event else "error")
+                if self.sim.sinks:
+                    self.sim.close("complete" if status == "complete" else "interrupted",
+                                   tick=loop.done)
+                if rec is not None:
+                    rec.finish(status, realtime=settings.summary(), cpu_percent=cpu,
+                               arm_log="\n".join(self.arm_log),
+                               overruns=loop.overruns, **_event_attrs(loop.event))
+            finally:
+                _restore_signals(handlers)
+                timing = loop.kept_timing()
+                loop.release()
         return HilResult(loop.done, self.rate, wall, cpu, loop.event,
                          Path(out) if out is not None else None, settings.summary(),
                          loop.overruns, timing, self.half.dropped, self.backend.paced)
