@@ -2,7 +2,8 @@
 
 The kernels only append records ``(t, value)`` to a buffer in the block's
 own state (``m[0]`` records in ``d``, ``m[1]`` records dropped); Python
-empties it between chunks (:meth:`hapflow.block.Block.drain`) into a
+empties it between chunks (:meth:`hapflow.block.Block.drain`; a real-time
+loop hands a copy to another process instead, :func:`hand_over`) into a
 Standard MIDI File, a live MIDI port, a WAV file or a live audio stream,
 and finishes the files when the run ends (:meth:`hapflow.block.Block.close`,
 also after an error or Ctrl-C).  The scheduler ends every chunk before a
@@ -88,8 +89,26 @@ def velocity(speed: Any, full_speed: float, gamma: float) -> np.ndarray:
     return np.clip(np.round(127.0 * ratio ** gamma), 1, 127).astype(int)
 
 
+def hand_over(d: np.ndarray, m: np.ndarray, d_out: np.ndarray, m_out: np.ndarray) -> None:
+    """Copy a sink's buffered records and counts into ``d_out``, ``m_out`` and empty its
+    buffer, so that another process can drain the copy (a real-time loop hands its sinks'
+    records to one: :mod:`hapflow.hil.sinkdrain`)."""
+    n = 2 * int(m[0])
+    d_out[:n] = d[:n]
+    m_out[:] = m
+    m[0] = 0
+    m[1] = 0
+
+
 class _Sink(Block):
-    """Common part of the sinks: the record buffer, its drain, Python-side parameters."""
+    """Common part of the sinks: the record buffer, its drain, Python-side parameters.
+
+    Its :meth:`drain` reads only the records the kernel appended (``m[0]``
+    records ``(t, value)`` in ``d``, ``m[1]`` dropped), so a copy taken by
+    :meth:`hand_over` can be drained elsewhere.
+    """
+
+    hand_over = staticmethod(hand_over)
 
     python_side: tuple[str, ...] = ()
     """Parameters used only by the Python side (they do not change the kernel)."""

@@ -14,6 +14,8 @@ generated, cached kernel) and runs it against a :class:`Backend`.  Each tick::
     commands -> volts; backend.write(ao_volts, enable_lines)
     each quarter of its timeout: backend.pet()   # the card's hardware watchdog
     watchdog; timing and log row -> shared buffer (a writer process does the HDF5)
+    each chunk: MIDI/sound sink records -> shared memory (a helper process drains them,
+                :mod:`hapflow.hil.sinkdrain`)
 
 Everything the loop touches is preallocated; ``gc`` is off while it runs.
 Calling the generated ``run(1, ...)`` costs about 1-2 us (measured: a 4 kHz
@@ -70,6 +72,7 @@ from .cardports import sink_index, value_index
 from .clock import now_ns
 from .live import LiveParameters
 from .recording import Buffer, HilRecorder, Status
+from .sinkdrain import SinkDrainer
 from .split import controller_graph
 
 
@@ -242,6 +245,11 @@ class HilRunner:
         self.ao, self.do = by_kind(chs, "ao"), by_kind(chs, "do")
         self.inputs = self.ai + self.ci
         self.live = LiveParameters(self.sim)
+        # sinks whose records another process can drain, off the loop (hapflow.hil.sinkdrain);
+        # the others (a playback refilling the kernel's window) the loop drains itself
+        self.record_sinks = [n for n in self.sim.sinks
+                             if hasattr(self.sim.graph.nodes[n].block, "hand_over")]
+        self.sim.sinks = [n for n in self.sim.sinks if n not in self.record_sinks]
         self._layout()
 
     # ------------------------------------------------------------------ set-up
@@ -329,13 +337,21 @@ class HilRunner:
         except DaqError:
             self.backend.close()
             raise
-        rec = None
-        if out is not None:
-            rec = HilRecorder(out, self._signals(), self.rate,
-                              self._attrs(type(self.backend).__name__, duration),
-                              self.chunk_ticks, self.sim.layout.sizes["log"], len(self.ao),
-                              self.card_columns())
-        loop = _Loop(self, rec, total)
+        # forked before the recorder: its writer finishes the file when the loop dies, seen as
+        # the end of a pipe no other process may hold
+        drainer = SinkDrainer(self.sim, self.record_sinks) if self.record_sinks else None
+        try:
+            rec = None
+            if out is not None:
+                rec = HilRecorder(out, self._signals(), self.rate,
+                                  self._attrs(type(self.backend).__name__, duration),
+                                  self.chunk_ticks, self.sim.layout.sizes["log"], len(self.ao),
+                                  self.card_columns())
+            loop = _Loop(self, rec, total, drainer)
+        except BaseException:
+            if drainer is not None:
+                drainer.close("interrupted", 0)
+            raise
         unwatch = self._watch(watch, loop, rec) if watch is not None else None
         self.live.on_change = (lambda change: rec.note(change.row())) if rec is not None else None
         settings = realtime.apply(self.rt.fifo, self.rt.cpu, self.rt.lock)
@@ -360,13 +376,13 @@ class HilRunner:
                 loop.shutdown()
                 status = ("complete" if loop.event is None and loop.done == total else
                           "safety" if loop.event else "error")
-                if self.sim.sinks:
-                    self.sim.close("complete" if status == "complete" else "interrupted",
-                                   tick=loop.done)
-                if rec is not None:
-                    rec.finish(status, realtime=settings.summary(), cpu_percent=cpu,
-                               arm_log="\n".join(self.arm_log),
-                               overruns=loop.overruns, **_event_attrs(loop.event))
+                try:
+                    loop.close_sinks("complete" if status == "complete" else "interrupted")
+                finally:
+                    if rec is not None:
+                        rec.finish(status, realtime=settings.summary(), cpu_percent=cpu,
+                                   arm_log="\n".join(self.arm_log),
+                                   overruns=loop.overruns, **_event_attrs(loop.event))
             finally:
                 _restore_signals(handlers)
                 timing = loop.kept_timing()
@@ -383,6 +399,7 @@ class HilRunner:
                                   self._signals()))
         except BaseException:
             loop.shutdown()
+            loop.close_sinks("interrupted")
             if rec is not None:
                 rec.finish("error")
             loop.release()
@@ -442,9 +459,11 @@ def _restore_signals(old: dict[int, Any]) -> None:
 class _Loop:
     """The state of one real-time run (kept apart from the runner so it is allocated up front)."""
 
-    def __init__(self, runner: HilRunner, rec: HilRecorder | None, total: int):
+    def __init__(self, runner: HilRunner, rec: HilRecorder | None, total: int,
+                 drainer: SinkDrainer | None = None):
         self.r = runner
         self.rec = rec
+        self.drainer = drainer
         self.total = total
         self.buffers = (rec.buffers if rec is not None else
                         [Buffer(max(1, total), runner.sim.layout.sizes["log"], len(runner.ao),
@@ -712,14 +731,26 @@ class _Loop:
         buf.n = j
         self.done = tick + 1
         self.status.values[Status.ROWS] = j
-        if self.r.sim.sinks and self.done % self.r.chunk_ticks == 0:
-            self.r.sim.drain(tick=self.done)        # MIDI/sound sinks, once per chunk (their limit)
+        if self.done % self.r.chunk_ticks == 0:     # once per chunk (the sinks' buffers' limit)
+            if self.drainer is not None:
+                self.drainer.hand_off(self.done)    # MIDI/sound: drained by another process
+            if self.r.sim.sinks:
+                self.r.sim.drain(tick=self.done)    # a playback's window, refilled here
         if j == len(buf.rows) and self.rec is not None:
             self.rec.send(self.which)               # the writer process appends it
             self.which = 1 - self.which
             self.buf = self.rec.claim(self.which)
             self.buf.tick0, self.j = tick + 1, 0
             self.status.switch(tick + 1)
+
+    def close_sinks(self, status: str) -> None:
+        """The last records to the sinks and their files closed (also after a failure)."""
+        try:
+            if self.drainer is not None:
+                self.drainer.close(status, self.done)
+        finally:
+            if self.r.sim.sinks:
+                self.r.sim.close(status, tick=self.done)
 
     def kept_timing(self) -> dict[str, np.ndarray]:
         """The timing of a run kept in memory (no recording file), else {}."""

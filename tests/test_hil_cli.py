@@ -297,3 +297,38 @@ def test_a_run_kept_in_memory_drains_its_sinks_every_chunk(bed, tmp_path):
     _, recorded = run("recorded.wav", tmp_path / "run.h5")
     assert kept.size > 1.99 * fs and np.ptp(kept) > 100        # (less the resampler's delay)
     np.testing.assert_array_equal(kept, recorded)
+
+
+def test_sinks_are_drained_by_another_process_not_the_loop(bed, tmp_path, monkeypatch):
+    """The MIDI/sound sinks' Python side (synthesis, resampling, files) runs in a helper
+    process, not in the real-time loop: every drain of a run happens in another process, and
+    its WAV is the one a plain simulation of the same signal writes."""
+    import os
+    from scipy.io import wavfile
+    from hapflow.blocks.sinks import SoundSink
+    from hapflow.hil.runner import HilRunner
+    from hapflow.hil.simdaq import SimDaq
+    from hapflow.yamlio import loads
+
+    pids = tmp_path / "pids"
+    drain = SoundSink.drain
+
+    def noted(self, d, m, t0, t1):
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return drain(self, d, m, t0, t1)
+
+    monkeypatch.setattr(SoundSink, "drain", noted)
+    wav = tmp_path / "snd.wav"
+    text = (Path(bed).read_text()
+            .replace("blocks:\n", "blocks:\n  snd: {type: SoundSink, mode: signal, live: false, "
+                                  f"gain: 0.01, capacity: 500, file: '{wav}'}}\n")
+            .replace("wires:\n", "wires:\n  - pid.force_cmd -> snd.u\n"))
+    graph = loads(text, bed)
+    result = HilRunner(graph, SimDaq(graph, seed=1, paced=False)).run(1.0,
+                                                                      out=tmp_path / "r.h5")
+    assert result.ticks == 1000
+    seen = pids.read_text().split()
+    assert len(seen) >= 2 and str(os.getpid()) not in seen, seen     # 2 chunks of 500 ticks
+    fs, audio = wavfile.read(wav)
+    assert audio.size > 0.99 * fs and np.ptp(audio) > 100
