@@ -223,9 +223,13 @@ def _skipped(result):
 
 
 def test_sustained_overrun_trips_but_an_isolated_stall_does_not(tmp_path):
-    """Default policy: one 4 ms stall passes; 1.5 ms of work every 1 ms tick trips in 5 ticks."""
-    result, _ = paced_hil(bed(), tmp_path, [Fault("late", 150, 1, value=0.004)],
-                          duration=0.4)
+    """Default policy: one 4 ms stall passes; 1.5 ms of work every 1 ms tick trips in 5 ticks.
+
+    The single stall is on the virtual clock (unpaced: it passes over 3 edges,
+    deterministically): paced, the host of a loaded 2-core machine (load 14) added its own
+    stalls around it in every attempt, and the test failed in 2 of 3 runs."""
+    result, _ = hil(bed(), tmp_path, [Fault("late", 150, 1, value=0.004)], paced=False,
+                    duration=0.4)
     assert result.event is None, result.event
     assert _skipped(result) >= 3
     result, backend = paced_hil(bed(), tmp_path,
