@@ -104,3 +104,29 @@ def test_ctrl_c_while_the_file_is_finished_loses_nothing_and_frees_the_memory(tm
     assert result.event is None
     assert hf.recorder.load(result.path).attrs["status"] == "complete"
     assert made and not any(Path("/dev/shm", name.lstrip("/")).exists() for name in made)
+
+
+def test_kill_9_of_a_hil_run_with_a_sink_leaves_its_sound_file_finished(tmp_path, endless_run):
+    """The sinks' helper process (hapflow.hil.sinkdrain) outlives a ``kill -9`` of the loop:
+    it sees its parent gone, closes the sink (a complete WAV file) and exits."""
+    from scipy.io import wavfile
+    wav, out = tmp_path / "snd.wav", tmp_path / "hil.h5"
+    graph = tmp_path / "bed.yaml"
+    graph.write_text(TESTBED.read_text()
+                     .replace("blocks:\n", "blocks:\n  snd: {type: SoundSink, mode: signal, "
+                              f"live: false, gain: 0.01, capacity: 500, file: '{wav}'}}\n")
+                     .replace("wires:\n", "wires:\n  - pid.force_cmd -> snd.u\n"))
+    child = endless_run(graph, out, "--mode", "hil", "--unpaced", stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (wav.exists() and wav.stat().st_size > 48000) and time.time() < deadline:
+        time.sleep(0.05)
+    helpers = Path(f"/proc/{child.pid}/task/{child.pid}/children").read_text().split()
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    deadline = time.time() + 60
+    while any(Path(f"/proc/{p}").exists() for p in helpers) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in helpers if Path(f"/proc/{p}").exists()], "a helper outlived the run"
+    fs, audio = wavfile.read(wav)               # a finished header, every sample on file
+    assert fs == 48000 and audio.size * 2 + 44 <= wav.stat().st_size <= audio.size * 2 + 46
