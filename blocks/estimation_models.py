@@ -47,16 +47,28 @@ as a measurement instead: the acceleration a random walk (section 2.2.1.1),
 ``z = [theta, xs' alpha + xs'' omega^2]``; ``slider_crank_kkf_jerk`` the same
 one order up, ``[theta, omega, alpha, jerk]`` at constant jerk with the jerk
 a random walk (a smoothly changing crank acceleration; its force stage is
-``slider_crank_force_jerk``, the same force observer fed the four states).  It needs no switching: the
-filter weights the accelerometer by the lever ``xs'`` itself, so near the
-dead centres the slider acceleration informs the speed (through ``xs''``)
-and not the acceleration.  ``slider_crank_force_slope`` is the force
+``slider_crank_force_jerk``, the same force observer fed the four states).
+They need no switching: the filter weights the accelerometer by the lever
+``xs'`` itself, so near the dead centres the slider acceleration informs the
+speed (through ``xs''``) and not the acceleration.  ``slider_crank_force_slope`` is the force
 observer of eq. 3.5 with the slider force an integrated random walk
 ``[F, F']`` (it extrapolates through the dead centres, where the torque
 carries no information about it, instead of holding it) and with the
 torque-model noise raised by ``(M sa / xs')^2``: the kinematic acceleration
 it is fed carries the slider-acceleration error ``sa`` over the lever, so
 the torque is weighted by how well it observes the force.
+
+The two-link arm has the three acceleration schemes of section 2.2.1:
+``two_link_kkf_walk`` (2.2.1.1: positions and speeds one sample ahead by the
+kinematic model at the previous state, the new accelerations the
+constraint's there, the random walk their model noise),
+``two_link_kkf_newmark`` (2.2.1.2: the same positions and speeds, the
+accelerations by Newmark's numerical derivative of the positions, eq. 2.14
+with ``beta`` > 0, or of the speeds, eq. 2.15 with ``gamma``; this makes them
+``w alpha_c + (1 - w) alpha_prev`` with ``w = 1 / (2 beta)`` or ``1 / gamma``:
+the random walk for ``w = 1``, an undamped oscillation at half the sample
+rate for Newmark's usual ``gamma = 1/2``, ``beta = 1/4``) and
+``two_link_kkf`` (2.2.1.3, the step described above).
 
 The slider-crank KKF switches (seed 004 section 2.2.2) to a second model
 near the dead centres, where the slider acceleration says little about the
@@ -295,6 +307,46 @@ def _two_link_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
         jac[jo + 5 * 6 + i] = da[i]
 
 
+@njit_noalloc(inline="always")
+def _two_link_constraint(s, so, p, pc, u, dt, out, oo):
+    """Into ``out[oo:oo + 6]``: the positions and speeds one sample ahead of the state ``s``
+    (the kinematic model of eq. 2.7 at the previous sample, as in eq. 2.11) and the
+    accelerations the accelerometers ``u`` give at ``s`` (eq. 2.24) that move them."""
+    l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
+    a1 = u[0] / d1
+    a2 = _two_link_alpha2(s[so + 1], s[so + 2], u[0], u[1], l1, d1, d2)
+    out[oo] = s[so] + dt * s[so + 2] + 0.5 * dt * dt * a1
+    out[oo + 1] = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * a2
+    out[oo + 2] = s[so + 2] + dt * a1
+    out[oo + 3] = s[so + 3] + dt * a2
+    out[oo + 4] = a1
+    out[oo + 5] = a2
+
+
+@njit_noalloc(inline="always")
+def _two_link_walk_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    """Kinematic equations with random walk (section 2.2.1.1): the new accelerations are the
+    constraint's at the previous state (eq. 2.11), their model noise the random walk."""
+    _two_link_constraint(s, so, p, pc, u, dt, out, oo)
+
+
+@njit_noalloc(inline="always")
+def _two_link_newmark_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    """Numerical derivative with model uncertainty (section 2.2.1.2): positions and speeds from
+    the kinematic model, the accelerations by Newmark's derivative of the positions (eq. 2.14,
+    ``beta`` > 0) or of the speeds (eq. 2.15, ``beta`` 0, ``gamma``)."""
+    _two_link_constraint(s, so, p, pc, u, dt, out, oo)
+    beta, gamma = p[pc + 3], p[pc + 4]
+    for j in range(2):
+        if beta > 0.0:
+            out[oo + 4 + j] = ((out[oo + j] - s[so + j]) / (beta * dt * dt)
+                               - s[so + 2 + j] / (beta * dt)
+                               + (1.0 - 0.5 / beta) * s[so + 4 + j])
+        else:
+            out[oo + 4 + j] = ((out[oo + 2 + j] - s[so + 2 + j]) / (gamma * dt)
+                               + (gamma - 1.0) / gamma * s[so + 4 + j])
+
+
 # ------------------------------------------------------------------ registry
 @dataclass(frozen=True)
 class Model:
@@ -363,10 +415,18 @@ def _crank_slope_check(v) -> str | None:
 
 def _two_link_check(v) -> str | None:
     """Link length and accelerometer distances of the two-link arm, all > 0."""
-    return None if min(v) > 0.0 else f"L1, d1, d2 must be > 0 m, got {list(v)}"
+    return None if min(v[:3]) > 0.0 else f"L1, d1, d2 must be > 0 m, got {list(v[:3])}"
+
+
+def _two_link_newmark_check(v) -> str | None:
+    """Newmark's ``beta`` >= 0 and ``gamma`` > 0, then :func:`_two_link_check`."""
+    if v[3] < 0.0 or v[4] <= 0.0:
+        return f"beta must be >= 0 and gamma > 0, got {v[3]:g}, {v[4]:g}"
+    return _two_link_check(v)
 
 
 _CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
+_ARM = (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2))
 _MASSES = (("mc", "kg", 1.872), ("mr", "kg", 3.744), ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
 
 
@@ -413,8 +473,19 @@ MODELS: dict[str, Model] = {
                                     "slider-crank dynamic observer [theta, omega, alpha, F], "
                                     "u = crank torque, z = [theta, slider acceleration]",
                                     f=_crank_bench_f, h=_crank_bench_h, check=_crank_check),
-    "two_link_kkf": Model(6, 2, 2, (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2)),
+    "two_link_kkf": Model(6, 2, 2, _ARM,
                           False, "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
                           "u = tangential link accelerations, z = joint angles",
                           f=_two_link_f, fjac=_two_link_fjac, check=_two_link_check),
+    "two_link_kkf_walk": Model(6, 2, 2, _ARM, False,
+                               "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
+                               "kinematic equations with random walk (section 2.2.1.1)",
+                               f=_two_link_walk_f, check=_two_link_check),
+    "two_link_kkf_newmark": Model(6, 2, 2, _ARM + (("beta", "1", 0.0), ("gamma", "1", 0.6)),
+                                  False,
+                                  "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
+                                  "accelerations by Newmark's numerical derivative (section "
+                                  "2.2.1.2: of the positions with beta > 0, else of the speeds "
+                                  "with gamma)", f=_two_link_newmark_f,
+                                  check=_two_link_newmark_check),
 }
