@@ -54,7 +54,7 @@ _PL, P_SIZE = _layout([("alpha", 1), ("beta", 1), ("A", NL * NQ), ("b", NL), ("M
 _DL, D_SIZE = _layout([("f", NF), ("fr", NF), ("M", NU * NU), ("K", NU * NU), ("S", NU * NQ),
                        ("Sd", NU * NQ), ("Kss", NS * NS), ("G", NS * NM), ("H", N * R),
                        ("x", N), ("xd", N), ("u", NU), ("ud", NU), ("t1", NU), ("t2", NU),
-                       ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("rhs", R),
+                       ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("Mt", R * R), ("rhs", R),
                        ("Gm", NG * NU), ("Pm", NS * NT), ("Kst", NS), ("torque", NTQ)])
 PA, PB, PAC, PBC = _PL["alpha"], _PL["beta"], _PL["A"], _PL["b"]
 PM, PK, PS, PG, PP = _PL["Mc"], _PL["Kc"], _PL["Sc"], _PL["Gc"], _PL["Pc"]
@@ -62,8 +62,9 @@ PIN, PMA, PSL, PTQ = _PL["inner"], _PL["masters"], _PL["slaves"], _PL["tdofs"]
 PMKR, PMKC, PHM = _PL["mk_rows"], _PL["mk_cols"], _PL["h_master"]
 DF, DFR, DM, DK, DS, DSD = _DL["f"], _DL["fr"], _DL["M"], _DL["K"], _DL["S"], _DL["Sd"]
 DKSS, DG, DH, DX, DXD = _DL["Kss"], _DL["G"], _DL["H"], _DL["x"], _DL["xd"]
-DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"], _DL["g"],
-                                               _DL["Mf"], _DL["MH"], _DL["Mr"], _DL["rhs"])
+DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DMT, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"],
+                                                    _DL["g"], _DL["Mf"], _DL["MH"], _DL["Mr"],
+                                                    _DL["Mt"], _DL["rhs"])
 DGM, DPM, DKST, DTQ = _DL["Gm"], _DL["Pm"], _DL["Kst"], _DL["torque"]
 
 
@@ -365,7 +366,8 @@ def basis_transpose_times(p, d, bo, co, cols, lower=False):
 
 @njit_noalloc
 def _reduced_mass(p, d):
-    """``M~ = H' Mf H`` into ``d``, overwritten by its Cholesky factor."""
+    """``M~ = H' Mf H`` into ``d``: at ``Mt`` (for the EKF's state matrix) and its Cholesky
+    factor at ``Mr``."""
     for i in range(N):                        # Mf H, as basis_transpose_times runs H'
         for j in range(R):
             d[DMH + i * R + j] = 0.0
@@ -380,6 +382,10 @@ def _reduced_mass(p, d):
                 for j in range(NQ, R):
                     d[DMH + i * R + j] += m * d[DH + k * R + j]
     basis_transpose_times(p, d, DMH, DMR, R, True)     # the factor reads the lower triangle
+    for i in range(R):
+        for j in range(i + 1):
+            d[DMT + i * R + j] = d[DMR + i * R + j]
+            d[DMT + j * R + i] = d[DMR + i * R + j]
     cholesky_factor(d, DMR, R)
 
 

@@ -46,8 +46,8 @@ from hapflow.params import Live, Structural, between, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
-from .flexible import (D_SIZE, DH, DK, DM, DMR, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE, PA,
-                       PB, PIN, PMKC, PMKR, PTQ, R, basis_transpose_times, cholesky_solve,
+from .flexible import (D_SIZE, DH, DK, DM, DMR, DMT, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE,
+                       PA, PB, PIN, PMKC, PMKR, PTQ, R, basis_transpose_times, cholesky_solve,
                        cholesky_substitute, flex_gauges, flex_matrices, gauge_weight, packed_model)
 
 W = 2 * R                  # states of the reduced model (26)
@@ -60,59 +60,55 @@ ENCODER_PARKER = 2.0 * math.pi / 4096 / math.sqrt(12.0)    # rad, 4096 ppr encod
 @njit_noalloc
 def state_matrix(p, d):
     """``M~^-1 [-K~, -C~, L~]`` (R x NC, row-major at ``d[ab]``): the lower rows of eq. 6.3's
-    state and input matrices at the state ``flex_matrices`` was last called with (its matrices and
-    the Cholesky factor of ``M~`` are in ``d``).
+    state and input matrices at the state ``flex_matrices`` was last called with (its matrices,
+    ``M~`` and the Cholesky factor of ``M~`` are in ``d``).
 
-    Column ``j`` of ``[z, z', torque]`` gives the generalised force over ``(q, u_in)``
-    (signs as in eq. 6.3's right-hand side, into ``d[forces]``, N x NC): ``-Kf h``, ``-Cv h``
-    with ``Cv h = (S' t, t_in)``, ``t = M (Sd h_q + alpha h_u) + beta K h_u``, or ``L e_k``;
-    then ``H'`` and ``M~^-1``.  All columns at once, row by row over the entries of M and K
-    that can be nonzero: each entry adds the same products in the same order as one column
-    at a time would.
+    With ``T = [S E]`` (``u = S q + E u_in``) and ``Y = T H = [S 0] + Yu`` (``Yu = E H_u``,
+    zero in the q columns: the Guyan part of q is zero), eq. 6.3's matrices are
+    ``K~ = Yu' K Yu`` and ``C~ = H' Cv H = Y' t`` with ``t = M (Sd H_q + alpha Yu) + beta K Yu``:
+    ``C~ = [Y' M Sd, alpha M~ + beta Y' K Yu]`` by columns (q, the rest), and ``K~`` is
+    ``Y' K Yu`` without its q rows.  One product ``Y' [M Sd, K Yu]`` over the entries of M,
+    K and H that can be nonzero gives both; ``L~ e_k = (S' e_k, 0)``.
     """
     alpha, beta = p[PA], p[PB]
-    for i in range(NU * R):                      # hu = H's elastic rows spread over u
+    for i in range(NU * R):                      # Yu, its rows over u
         d[O_HU + i] = 0.0
     for i in range(NIN):
         ii = int(p[PIN + i])
-        for c in range(R):
+        for c in range(NQ, R):
             d[O_HU + ii * R + c] = d[DH + (NQ + i) * R + c]
-    for k in range(NU):                          # s1 = Sd h_q + alpha h_u
-        for c in range(R):
-            s = alpha * d[O_HU + k * R + c]
-            for a in range(NQ):
-                s += d[DSD + k * NQ + a] * d[DH + a * R + c]
-            d[O_S1 + k * R + c] = s
-    for i in range(N * NC):
-        d[O_FORCES + i] = 0.0
-    for i in range(NU):                          # t = M s1 + beta K hu
+    for i in range(NU):                          # V = [M Sd, K Yu] (NU x R)
         for c in range(R):
             d[O_T + i * R + c] = 0.0
         for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
             k = int(p[PMKC + e])
-            m, kb = d[DM + i * NU + k], beta * d[DK + i * NU + k]
-            for c in range(R):
-                d[O_T + i * R + c] += m * d[O_S1 + k * R + c] + kb * d[O_HU + k * R + c]
-        for a in range(NQ):                      # q rows of -Cv h: -S' t
-            sa = d[DS + i * NQ + a]
-            for c in range(R):
-                d[O_FORCES + a * NC + R + c] -= sa * d[O_T + i * R + c]
+            m, kv = d[DM + i * NU + k], d[DK + i * NU + k]
+            for c in range(NQ):
+                d[O_T + i * R + c] += m * d[DSD + k * NQ + c]
+            for c in range(NQ, R):
+                d[O_T + i * R + c] += kv * d[O_HU + k * R + c]
+    for a in range(NQ):                          # T' V over (q, u_in): S' V, then E' V
+        for c in range(R):
+            v = 0.0
+            for i in range(NU):
+                v += d[DS + i * NQ + a] * d[O_T + i * R + c]
+            d[O_FORCES + a * R + c] = v
     for i in range(NIN):
         ii = int(p[PIN + i])
-        row = O_FORCES + (NQ + i) * NC
-        for e in range(int(p[PMKR + ii]), int(p[PMKR + ii + 1])):    # Kf h, negated below
-            k = int(p[PMKC + e])
-            kv = d[DK + ii * NU + k]
-            for c in range(R):
-                d[row + c] += kv * d[O_HU + k * R + c]
         for c in range(R):
-            d[row + c] = -d[row + c]
-            d[row + R + c] = -d[O_T + ii * R + c]
-    for k in range(NTQ):                         # torque k on its dof: L e_k = (S' e_k, 0)
-        td = int(p[PTQ + k])
-        for a in range(NQ):
-            d[O_FORCES + a * NC + W + k] = d[DS + td * NQ + a]
-    basis_transpose_times(p, d, O_FORCES, O_AB, NC)
+            d[O_FORCES + (NQ + i) * R + c] = d[O_T + ii * R + c]
+    basis_transpose_times(p, d, O_FORCES, O_S1, R)      # Y' V = H' T' V (R x R)
+    for r in range(R):
+        row = O_AB + r * NC
+        for c in range(NQ):
+            d[row + c] = 0.0                                  # -K~: zero q columns
+            d[row + R + c] = -d[O_S1 + r * R + c]             # -C~, q columns: -Y' M Sd
+        for c in range(NQ, R):
+            yk = d[O_S1 + r * R + c]
+            d[row + c] = -yk if r >= NQ else 0.0              # -K~ = -Yu' K Yu
+            d[row + R + c] = -(alpha * d[DMT + r * R + c] + beta * yk)
+        for k in range(NTQ):                                  # L~ e_k = (S' e_k, 0)
+            d[row + W + k] = d[DS + int(p[PTQ + k]) * NQ + r] if r < NQ else 0.0
     cholesky_substitute(d, DMR, R, O_AB, NC)
 
 
@@ -235,7 +231,7 @@ class FlexibleLinkEKF(Block):
                "model": Derived(lambda b: packed_model(b.alpha, b.beta), size=P_SIZE,
                                 doc="the reduced model (blocks/flexible.py)")}
     dstate = {"flex": D_SIZE, "w": W, "P": W * W, "phi": W * W, "tmp": W * W, "ab": R * NC,
-              "hu": NU * R, "s1": NU * R, "t": NU * R, "v": N, "forces": N * NC, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
+              "hu": NU * R, "s1": R * R, "t": NU * R, "v": N, "forces": N * R, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
               "y": NY, "var": NTQ, "k": W, "stage": 2 * W, "torque": NTQ}
 
     def initial_state(self):
