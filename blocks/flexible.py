@@ -54,7 +54,7 @@ _PL, P_SIZE = _layout([("alpha", 1), ("beta", 1), ("A", NL * NQ), ("b", NL), ("M
 _DL, D_SIZE = _layout([("f", NF), ("fr", NF), ("M", NU * NU), ("K", NU * NU), ("S", NU * NQ),
                        ("Sd", NU * NQ), ("Kss", NS * NS), ("G", NS * NM), ("H", N * R),
                        ("x", N), ("xd", N), ("u", NU), ("ud", NU), ("t1", NU), ("t2", NU),
-                       ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("Mt", R * R), ("rhs", R),
+                       ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("Mt", R * R), ("Yu", NU * R), ("MY", NU * R), ("rhs", R),
                        ("Gm", NG * NU), ("Pm", NS * NT), ("Kst", NS), ("torque", NTQ)])
 PA, PB, PAC, PBC = _PL["alpha"], _PL["beta"], _PL["A"], _PL["b"]
 PM, PK, PS, PG, PP = _PL["Mc"], _PL["Kc"], _PL["Sc"], _PL["Gc"], _PL["Pc"]
@@ -65,6 +65,7 @@ DKSS, DG, DH, DX, DXD = _DL["Kss"], _DL["G"], _DL["H"], _DL["x"], _DL["xd"]
 DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DMT, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"],
                                                     _DL["g"], _DL["Mf"], _DL["MH"], _DL["Mr"],
                                                     _DL["Mt"], _DL["rhs"])
+DYU, DMY = _DL["Yu"], _DL["MY"]
 DGM, DPM, DKST, DTQ = _DL["Gm"], _DL["Pm"], _DL["Kst"], _DL["torque"]
 
 
@@ -218,13 +219,12 @@ def _basis(p, d):
 @njit_noalloc
 def flex_matrices(p, x, d):
     """Eq. 6.3's matrices at the state ``x = (z, z')`` into ``d``: M, K, S, its rate Sd,
-    ``H(q)``, Mf and the Cholesky factor of ``M~ = H' Mf H``."""
+    ``H(q)``, ``M~ = H' Mf H`` and its Cholesky factor."""
     _features(p, x, R, d)
     _basis(p, d)
     _combine(p, PM, TM, NU * NU, d, DF, DM)
     _combine(p, PS, TS, NU * NQ, d, DF, DS)
     _combine(p, PS, TS, NU * NQ, d, DFR, DSD)
-    _full_mass(p, d)
     _reduced_mass(p, d)
 
 
@@ -367,26 +367,52 @@ def basis_transpose_times(p, d, bo, co, cols, lower=False):
 @njit_noalloc
 def _reduced_mass(p, d):
     """``M~ = H' Mf H`` into ``d``: at ``Mt`` (for the EKF's state matrix) and its Cholesky
-    factor at ``Mr``."""
-    for i in range(N):                        # Mf H, as basis_transpose_times runs H'
-        for j in range(R):
-            d[DMH + i * R + j] = 0.0
-        for k in range(N):
-            m = d[DMF + i * N + k]
-            if m == 0.0:                      # Mf's elastic block is M's, sparse
-                continue
-            jm = int(p[PHM + k])
-            if jm >= 0:
-                d[DMH + i * R + jm] += m * d[DH + k * R + jm]
-            else:
-                for j in range(NQ, R):
-                    d[DMH + i * R + j] += m * d[DH + k * R + j]
+    factor at ``Mr``.
+
+    ``Mf = T' M T`` with ``T = [S E]`` (``u = S q + E u_in``), so ``M~ = Y' M Y`` with
+    ``Y = T H = [S 0] + Yu``: ``Yu = E H_u`` (``d[Yu]``, NU x R) is zero in the q columns
+    (the Guyan part of q is zero), and H's q rows are ``[I 0]``.  ``M Y`` runs over the
+    entries of M that can be nonzero, ``Y'`` as ``H' T'``.
+    """
+    for i in range(NU * R):
+        d[DYU + i] = 0.0
+    for i in range(NIN):
+        ii = int(p[PIN + i])
+        for c in range(NQ, R):
+            d[DYU + ii * R + c] = d[DH + (NQ + i) * R + c]
+    for i in range(NU):
+        for c in range(R):
+            d[DMY + i * R + c] = 0.0
+        for e in range(int(p[PMKR + i]), int(p[PMKR + i + 1])):
+            k = int(p[PMKC + e])
+            m = d[DM + i * NU + k]
+            for c in range(NQ):
+                d[DMY + i * R + c] += m * d[DS + k * NQ + c]
+            for c in range(NQ, R):
+                d[DMY + i * R + c] += m * d[DYU + k * R + c]
+    transpose_times_t(p, d, DMY, DMH)
     basis_transpose_times(p, d, DMH, DMR, R, True)     # the factor reads the lower triangle
     for i in range(R):
         for j in range(i + 1):
             d[DMT + i * R + j] = d[DMR + i * R + j]
             d[DMT + j * R + i] = d[DMR + i * R + j]
     cholesky_factor(d, DMR, R)
+
+
+@njit_noalloc
+def transpose_times_t(p, d, vo, bo):
+    """``B = T' V`` (``V`` NU x R at ``vo``, ``B`` N x R at ``bo``): ``S' V`` over ``q``, the
+    rows of the inner dofs over ``u_in``."""
+    for a in range(NQ):
+        for c in range(R):
+            v = 0.0
+            for i in range(NU):
+                v += d[DS + i * NQ + a] * d[vo + i * R + c]
+            d[bo + a * R + c] = v
+    for i in range(NIN):
+        ii = int(p[PIN + i])
+        for c in range(R):
+            d[bo + (NQ + i) * R + c] = d[vo + ii * R + c]
 
 
 @njit_noalloc

@@ -46,9 +46,10 @@ from hapflow.params import Live, Structural, between, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
-from .flexible import (D_SIZE, DH, DK, DM, DMR, DMT, DS, DSD, N, NG, NIN, NQ, NTQ, NU, P_SIZE,
-                       PA, PB, PIN, PMKC, PMKR, PTQ, R, basis_transpose_times, cholesky_solve,
-                       cholesky_substitute, flex_gauges, flex_matrices, gauge_weight, packed_model)
+from .flexible import (D_SIZE, DH, DK, DM, DMR, DMT, DS, DSD, DYU, N, NG, NIN, NQ, NTQ, NU,
+                       P_SIZE, PA, PB, PMKC, PMKR, PTQ, R, basis_transpose_times,
+                       cholesky_solve, cholesky_substitute, flex_gauges, flex_matrices,
+                       gauge_weight, packed_model, transpose_times_t)
 
 W = 2 * R                  # states of the reduced model (26)
 NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
@@ -68,15 +69,10 @@ def state_matrix(p, d):
     ``K~ = Yu' K Yu`` and ``C~ = H' Cv H = Y' t`` with ``t = M (Sd H_q + alpha Yu) + beta K Yu``:
     ``C~ = [Y' M Sd, alpha M~ + beta Y' K Yu]`` by columns (q, the rest), and ``K~`` is
     ``Y' K Yu`` without its q rows.  One product ``Y' [M Sd, K Yu]`` over the entries of M,
-    K and H that can be nonzero gives both; ``L~ e_k = (S' e_k, 0)``.
+    K and H that can be nonzero gives both (``Yu`` as ``flex_matrices`` left it in ``d``);
+    ``L~ e_k = (S' e_k, 0)``.
     """
     alpha, beta = p[PA], p[PB]
-    for i in range(NU * R):                      # Yu, its rows over u
-        d[O_HU + i] = 0.0
-    for i in range(NIN):
-        ii = int(p[PIN + i])
-        for c in range(NQ, R):
-            d[O_HU + ii * R + c] = d[DH + (NQ + i) * R + c]
     for i in range(NU):                          # V = [M Sd, K Yu] (NU x R)
         for c in range(R):
             d[O_T + i * R + c] = 0.0
@@ -86,17 +82,8 @@ def state_matrix(p, d):
             for c in range(NQ):
                 d[O_T + i * R + c] += m * d[DSD + k * NQ + c]
             for c in range(NQ, R):
-                d[O_T + i * R + c] += kv * d[O_HU + k * R + c]
-    for a in range(NQ):                          # T' V over (q, u_in): S' V, then E' V
-        for c in range(R):
-            v = 0.0
-            for i in range(NU):
-                v += d[DS + i * NQ + a] * d[O_T + i * R + c]
-            d[O_FORCES + a * R + c] = v
-    for i in range(NIN):
-        ii = int(p[PIN + i])
-        for c in range(R):
-            d[O_FORCES + (NQ + i) * R + c] = d[O_T + ii * R + c]
+                d[O_T + i * R + c] += kv * d[DYU + k * R + c]
+    transpose_times_t(p, d, O_T, O_FORCES)
     basis_transpose_times(p, d, O_FORCES, O_S1, R)      # Y' V = H' T' V (R x R)
     for r in range(R):
         row = O_AB + r * NC
@@ -231,7 +218,7 @@ class FlexibleLinkEKF(Block):
                "model": Derived(lambda b: packed_model(b.alpha, b.beta), size=P_SIZE,
                                 doc="the reduced model (blocks/flexible.py)")}
     dstate = {"flex": D_SIZE, "w": W, "P": W * W, "phi": W * W, "tmp": W * W, "ab": R * NC,
-              "hu": NU * R, "s1": R * R, "t": NU * R, "v": N, "forces": N * R, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
+              "s1": R * R, "t": NU * R, "v": N, "forces": N * R, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
               "y": NY, "var": NTQ, "k": W, "stage": 2 * W, "torque": NTQ}
 
     def initial_state(self):
@@ -420,8 +407,8 @@ EKF, EKF_D = FlexibleLinkEKF.P, FlexibleLinkEKF.D
 METER, METER_D = TorqueMeter.P, TorqueMeter.D
 # the EKF kernels' offsets in d as plain ints: numba folds an int global into the code
 # (constant loop bounds and addresses, vectorised), not a namedtuple's attribute
-(O_P, O_S, O_AB, O_FORCES, O_HM, O_HU, O_K, O_KT, O_PHI, O_PHT, O_S1, O_STAGE, O_T, O_TMP,
+(O_P, O_S, O_AB, O_FORCES, O_HM, O_K, O_KT, O_PHI, O_PHT, O_S1, O_STAGE, O_T, O_TMP,
  O_TORQUE, O_V, O_VAR, O_W, O_Y) = (EKF_D.P, EKF_D.S, EKF_D.ab, EKF_D.forces, EKF_D.hm,
-                                    EKF_D.hu, EKF_D.k, EKF_D.kt, EKF_D.phi, EKF_D.pht, EKF_D.s1,
+                                    EKF_D.k, EKF_D.kt, EKF_D.phi, EKF_D.pht, EKF_D.s1,
                                     EKF_D.stage, EKF_D.t, EKF_D.tmp, EKF_D.torque, EKF_D.v,
                                     EKF_D.var, EKF_D.w, EKF_D.y)
