@@ -83,6 +83,31 @@ def test_frozen_kernels_compute_what_the_closures_compute():
     assert frozen(*closures) == kernels                    # one module per set, memoised
 
 
+@njit
+def _double(x):
+    return 2.0 * x
+
+
+@njit
+def _triple(x):
+    return 3.0 * x
+
+
+def _applying(fn):
+    @njit
+    def apply(x):
+        return fn(x)
+    return apply
+
+
+def test_closures_over_different_functions_are_different_modules():
+    """Two models' steps differ only in the function they capture: same text otherwise."""
+    double, = frozen(_applying(_double))
+    triple, = frozen(_applying(_triple))
+    assert double.__module__ != triple.__module__
+    assert (double(1.0), triple(1.0)) == (2.0, 3.0)
+
+
 def test_a_capture_without_exact_text_is_refused():
     table = np.ones(3)
 
