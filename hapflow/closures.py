@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
-import textwrap
 import types
 from typing import Any, Callable
 
@@ -29,6 +27,7 @@ import numba
 from numba.core.dispatcher import Dispatcher
 
 from .compiler import load_module, module_digest
+from .inline import source
 
 CONSTANTS = (bool, int, float, str, type(None))
 """Types of captured values written into the generated text (tuples of them too)."""
@@ -165,21 +164,26 @@ class _Module:
 
 def _identity(fn: Dispatcher) -> str:
     """A bound function's module, name and compile options."""
-    options = ", ".join(f"{key}={value!r}" for key, value in sorted(fn.targetoptions.items()))
-    return f"{fn.py_func.__module__}.{fn.py_func.__qualname__} ({options})"
+    return f"{fn.py_func.__module__}.{fn.py_func.__qualname__} ({_options(fn.targetoptions)})"
+
+
+def _options(options: dict[str, Any]) -> str:
+    """Compile options as keyword arguments of ``njit`` (``nopython`` is implied)."""
+    return ", ".join(f"{key}={value!r}" for key, value in sorted(options.items())
+                     if key != "nopython")
 
 
 def _definition(py: types.FunctionType, name: str, renames: dict[str, str],
                 options: dict[str, Any]) -> str:
     """``py``'s source as module function ``name`` with its captures renamed and its options."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
-    node = tree.body[0]
+    text = source(py)
+    if text is None:
+        raise TypeError(f"{py.__qualname__} has no source")
+    node = ast.parse(text).body[0]
     if not isinstance(node, ast.FunctionDef):
         raise TypeError(f"{py.__qualname__} is not defined by a def statement")
     node.decorator_list, node.name = [], name
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and sub.id in renames:
             sub.id = renames[sub.id]
-    arguments = ", ".join(f"{key}={value!r}" for key, value in sorted(options.items())
-                          if key != "nopython")          # implied by njit
-    return f"@njit({arguments}, cache=True)\n{ast.unparse(node)}\n"
+    return f"@njit({_options(options)}, cache=True)\n{ast.unparse(node)}\n"

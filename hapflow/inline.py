@@ -79,7 +79,7 @@ _UNSUPPORTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Global, a
 
 
 @functools.lru_cache(maxsize=None)
-def _source(py: Callable) -> str | None:
+def source(py: Callable) -> str | None:
     """A function's dedented source (read once: tokenising it is most of the inliner's time)."""
     try:
         return textwrap.dedent(inspect.getsource(py))
@@ -89,13 +89,13 @@ def _source(py: Callable) -> str | None:
 
 def size(fn: Callable) -> int:
     """Lines of a kernel's source: what its inlined body costs, roughly."""
-    text = _source(getattr(fn, "py_func", fn))
+    text = source(getattr(fn, "py_func", fn))
     return 1 if text is None else text.count("\n")
 
 
 def _function(fn: Callable) -> ast.FunctionDef:
     py = getattr(fn, "py_func", fn)
-    text = _source(py)
+    text = source(py)
     if text is None:
         raise _NotInlinable
     try:
