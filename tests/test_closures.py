@@ -55,6 +55,46 @@ def test_a_frozen_closure_is_loaded_from_disk_by_the_next_process(tmp_path):
     assert second == (first[0], 13.0, 1, 0)   # the same module, machine code from disk
 
 
+NESTED = textwrap.dedent("""
+    from numba import njit
+
+    def make_inner(scale):
+        @njit
+        def inner(x):
+            return scale * x
+        return inner
+
+    def make_outer(inner):
+        @njit
+        def outer(x):
+            return inner(x) + 1.0
+        return outer
+""")
+NESTED_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import hf_frozen_nested as f
+    from hapflow.closures import frozen
+    (inner,) = frozen(f.make_inner(3.0))
+    (kernel,) = frozen(f.make_outer(inner))
+    value = kernel(2.0)
+    stats = kernel.stats
+    print(kernel.__module__, value, sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+""")
+
+
+def test_a_closure_over_a_frozen_kernel_keeps_its_name_in_the_next_process(tmp_path):
+    """The callee's module is written by the first process: its text must name the caller
+    the same way there as in every later process, or each process compiles it again."""
+    (tmp_path / "hf_frozen_nested.py").write_text(NESTED)
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", NESTED_CHILD, str(tmp_path)], env=env,
+                           check=True, capture_output=True, text=True).stdout.split()
+            for _ in range(2)]
+    assert runs[0][1:] == ["7.0", "0", "1"]                 # 3 * 2 + 1, compiled and stored
+    assert runs[1] == [runs[0][0], "7.0", "1", "0"]         # the same module, from disk
+
+
 def test_an_edit_of_a_function_the_closure_calls_renames_the_module(tmp_path):
     (tmp_path / "hf_frozen_factory.py").write_text(FACTORY)
     (tmp_path / "hf_frozen_leaf.py").write_text(LEAF.format(2.0))
