@@ -177,18 +177,18 @@ class SimDaqmxServicer(pb_grpc.NiDAQmxServicer):
 
     @_daqmx
     def SetChanAttributeBool(self, request, context):
-        if request.attribute_raw in FILTER_ATTRIBUTES:
-            self.card.set_filter(request.task.name, request.channel, request.attribute_raw,
-                                 request.value)
-            return pb.SetChanAttributeBoolResponse()
-        return _unsupported(context, "channel attribute", request.attribute_raw)
+        return self._set_filter(request, context, pb.SetChanAttributeBoolResponse)
 
     @_daqmx
     def SetChanAttributeDouble(self, request, context):
+        return self._set_filter(request, context, pb.SetChanAttributeDoubleResponse)
+
+    def _set_filter(self, request, context, response: type):
+        """A digital filter attribute (enable: bool, minimum pulse width: double)."""
         if request.attribute_raw in FILTER_ATTRIBUTES:
             self.card.set_filter(request.task.name, request.channel, request.attribute_raw,
                                  request.value)
-            return pb.SetChanAttributeDoubleResponse()
+            return response()
         return _unsupported(context, "channel attribute", request.attribute_raw)
 
     @_daqmx
