@@ -16,8 +16,10 @@ write, pet the hardware watchdog), tare first (outputs safe), then each home
 runner then uses: the offsets of the tared analog inputs and of the homed
 encoders, in the port's unit, and a line for the arm log.  A failure (no stop
 within the timeout or the travel, a velocity limit, a non-finite or saturated
-reading, a signal) raises :class:`ArmFailed`; the runner then puts the outputs
-in their safe state and ends the run with a safety event before tick 0.
+reading) raises :class:`ArmFailed`, a signal or the e-stop :class:`ArmStopped`; the
+runner then puts the outputs in their safe state and ends the run with a safety
+event before tick 0 (kind ``arm``, or the signal's name, so Ctrl-C exits 130 as it
+does during the run).
 """
 from __future__ import annotations
 
@@ -72,6 +74,15 @@ class ArmFailed(HapflowError):
     """Tare or homing could not be done; the outputs are to go to the safe state."""
 
 
+class ArmStopped(ArmFailed):
+    """A signal or the e-stop came during tare or homing (``what``: the step, after
+    ``edges`` sample clock edges of the arm steps)."""
+
+    def __init__(self, what: str, edges: int):
+        super().__init__(f"{what} stopped by a signal or the e-stop")
+        self.what, self.edges = what, edges
+
+
 class ArmEdges:
     """Edge-by-edge card I/O for the arm steps: wait, read, write, pet the watchdog.
 
@@ -110,7 +121,7 @@ class ArmEdges:
             be.pet()
         self.edges += 1
         if self.stop[0]:
-            raise ArmFailed(f"{what} stopped by a signal or the e-stop")
+            raise ArmStopped(what, self.edges)
 
     def safe(self) -> None:
         """Outputs back to their safe values, written at once."""

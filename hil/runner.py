@@ -542,6 +542,10 @@ class _Loop:
                                            b.velocity_limits.get(h.port))
                 ci_off[[c.port for c in r.ci].index(h.port)] = offset
                 r.arm_log.append(line)
+        except homing.ArmStopped as exc:
+            self._stopped(0, f" while {exc.what} (arm edge {exc.edges})")
+            self._safe(0)
+            return False
         except (homing.ArmFailed, DaqError) as exc:
             self.trip(0, "arm", str(exc))
             self._safe(0)
@@ -557,6 +561,15 @@ class _Loop:
         else:
             self.card_ao[:] = self.safe_ao
             self.card_do[:] = self.safe_do
+
+    def _stopped(self, tick: int, during: str = "") -> None:
+        """Trip for the e-stop or the signal in ``stop[0]`` (its name is the event's kind,
+        which sets the exit status: 130 for SIGINT)."""
+        if self.stop[0] == Status.ESTOP:
+            self.trip(tick, "e-stop", f"the dashboard's e-stop was pressed{during}")
+        else:
+            name = signal.Signals(int(self.stop[0])).name
+            self.trip(tick, name, f"received {name}{during}")
 
     def trip(self, tick: int, kind: str, message: str) -> None:
         """Record the first safety event."""
@@ -647,11 +660,7 @@ class _Loop:
                 else:
                     self.held[:] = self.commands
             if self.stop[0]:
-                if self.stop[0] == Status.ESTOP:
-                    self.trip(tick, "e-stop", "the dashboard's e-stop was pressed")
-                else:
-                    name = signal.Signals(int(self.stop[0])).name
-                    self.trip(tick, name, f"received {name}")
+                self._stopped(tick)
                 cut = True
             if step > 0:
                 step += skipped         # the ramp runs on card edges: a stall does not stretch it

@@ -5,6 +5,11 @@ carriage 6 mm off centre and a load cell reading 0.8 N at rest.  Its encoder cou
 where the carriage sits when the card starts (as a DAQmx counter with initial count 0
 does), so without homing its +12 mm stroke limit would sit at +18 mm of the mechanics.
 """
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +27,7 @@ from hapflow.hil.simdaq import SimDaq
 from hapflow.yamlio import loads
 
 HOMING = Path(__file__).parent / "data" / "hil_homing.yaml"
+ROOT = Path(__file__).resolve().parents[1]
 STOP, LIMIT, POWER_ON = -0.02, 0.012, 0.006
 
 
@@ -138,3 +144,42 @@ def test_hil_arm_names_the_home_and_tare_it_will_do(capsys):
     assert ("home enc.pos: at start, motor.force_cmd at -1 until still for 0.1 s (at most 10 s, "
             "0.033 of travel); that position reads -0.02") in out
     assert "tare head.force: at start, averaged over 0.05 s with the outputs safe" in out
+
+
+def test_ctrl_c_while_homing_exits_130_safe_with_the_recording(tmp_path, spawn):
+    """A real SIGINT to a ``hapflow run --mode hil`` child while it homes (a slow drive: the
+    carriage needs about 2.6 s to the stop) against the paced simulated gRPC card served
+    here: exit 130 as for a Ctrl-C during the run, the card's amplifier disabled and its
+    output at 0 V, and the recording says why, with the tare done before it."""
+    text = HOMING.read_text().replace("drive: -1.0", "drive: -0.05, timeout: 60")
+    path = tmp_path / "slow_homing.yaml"
+    path.write_text(text)
+    g = loads(text, str(path))
+    card = sim_card(g, bind(g).channels, seed=g.seed, paced=True)
+    server, port = serve_card(card)
+    out = tmp_path / "run.h5"
+    try:
+        proc = spawn([sys.executable, "-m", "hapflow.cli", "run", str(path), "--mode", "hil",
+                      "--daq", "nidaqmx", "--grpc", f"localhost:{port}", "--out", str(out),
+                      "--max-lateness", "1", "--max-overruns", "100000"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                     env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert proc.stdout.readline().startswith("real time: hil-homing")
+        end = time.monotonic() + 60
+        while not card.do[0] and time.monotonic() < end:    # homing enables the amplifier
+            time.sleep(0.002)
+        assert card.do[0] and card.ao[0] != 0.0, proc.stderr.read()
+        time.sleep(0.2)
+        assert card.do[0], "homing ended before the signal"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "SIGINT: received SIGINT while homing enc.pos (arm edge" in err, err
+        assert not card.do[0] and card.ao[0] == 0.0        # amplifier off, 0 V
+    finally:
+        server.stop(None)
+    rec = hf.recorder.load(out)
+    assert rec.attrs["safety_kind"] == "SIGINT" and rec.attrs["safety_tick"] == 0
+    assert not rec.attrs["complete"] and rec.time.size == 0
+    assert "tare head.force (Dev1/ai0): 50 samples" in rec.attrs["arm_log"]
