@@ -28,6 +28,7 @@ from hapflow.errors import GraphError
 
 from .backend import Backend
 from .bindings import Bindings
+from .homing import plan
 from .products import PRODUCTS
 
 
@@ -72,9 +73,7 @@ def arm(backend: Backend, bindings: Bindings) -> list[str]:
         log.append(f"encoder zero: {', '.join(free)} count from 0 where the carriage sits when "
                    "the card starts (no home: positions and stroke limits are relative to it)")
     for h in bindings.homes.values():
-        log.append(f"home {h.port}: at start, {h.command} at {h.drive:g} until still for "
-                   f"{h.settle:g} s (at most {h.timeout:g} s, {h.travel:g} of travel); "
-                   f"that position reads {h.at:g}")
+        log.append(f"home {h.port}: at start, {plan(h)}")
     for port, seconds in bindings.tares.items():
         log.append(f"tare {port}: at start, averaged over {seconds:g} s with the outputs safe")
     return log

@@ -66,6 +66,9 @@ class Channel:
     filter : float
         Encoder: digital filter minimum pulse width in s on the A, B (and Z) inputs;
         0: off.
+    initial : int
+        Encoder: the count (as reported) when the card starts (NI-DAQmx ``initial_pos``
+        in ticks): 0, or :data:`~hapflow.hil.homing.SEEK_START` when homed to its index.
     """
 
     port: str
@@ -83,6 +86,7 @@ class Channel:
     z_index: int | None = None
     z_phase: str = "AHIGH_BHIGH"
     filter: float = 0.0
+    initial: int = 0
 
     @property
     def active(self) -> bool:

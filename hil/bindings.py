@@ -77,8 +77,11 @@ Channel keys:
     count stands still for ``settle`` s (default 0.1), and makes that count read
     ``at`` (the stop's position, inside the stroke ``limit``; default 0).  It
     fails after ``timeout`` s (default 10) or ``travel`` (default: the stroke
-    limit's span).  Without ``home`` an encoder reads ``offset`` where the
-    carriage sits when the card starts.  See :mod:`hapflow.hil.homing`.
+    limit's span).  ``to: index`` (the encoder needs ``z_index``; no ``at``)
+    makes the reference the first Z index pulse met on the way to the stop,
+    which then reads ``z_index``; reaching the stop first fails.  Without
+    ``home`` an encoder reads ``offset`` where the carriage sits when the card
+    starts.  See :mod:`hapflow.hil.homing`.
 
 Block key ``enable``: a digital output line (``DevN/portP/lineL``) that enables
 the block's amplifier: high while running, low in the safe state; or
@@ -92,7 +95,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -102,7 +105,7 @@ from hapflow.graph import Graph
 from hapflow.units import UnitError, dimension
 
 from .backend import Channel
-from .homing import Home
+from .homing import SEEK_RANGE, SEEK_START, TARGETS, Home
 from .simcounter import Z_PHASES, filter_rate
 
 PHYSICAL = {"ai": re.compile(r"^[A-Za-z][\w-]*/ai\d+$"),
@@ -129,7 +132,7 @@ TERMINALS = ("DEFAULT", "RSE", "NRSE", "DIFF", "PSEUDO_DIFF")
 ENCODER_KEYS = ("decoding", "z_index", "z_phase", "filter")
 CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", *ENCODER_KEYS, "terminal", "port",
                 "limit", "velocity_limit", "ramp", "tare", "home")
-HOME_KEYS = ("command", "drive", "at", "settle", "timeout", "travel")
+HOME_KEYS = ("command", "drive", "at", "settle", "timeout", "travel", "to")
 HOME_DEFAULTS = {"at": 0.0, "settle": 0.1, "timeout": 10.0}
 BLOCK_KEYS = ("enable",)
 ENABLE_KEYS = ("line", "active")
@@ -238,6 +241,9 @@ def bind(graph: Graph) -> Bindings:
     check_consistency(graph, out)
     for ref, spec in list(out.homes.items()):
         out.homes[ref] = _home(ref, spec, out)
+        if out.homes[ref].to == "index":        # counts from far off until Z resets it
+            out.channels = [replace(c, initial=SEEK_START) if c.port == ref else c
+                            for c in out.channels]
     return out
 
 
@@ -603,7 +609,7 @@ def _home(ref: str, spec: Any, out: Bindings) -> Home:
     block, port = ref.split(".")
     form = ("home must be a mapping {command: BLOCK or BLOCK.PORT of an analog output, "
             "drive: COMMAND (its sign: towards the stop), at: POSITION OF THE STOP, "
-            "settle: S, timeout: S, travel: DISTANCE}")
+            "settle: S, timeout: S, travel: DISTANCE, to: stop or index}")
     if not isinstance(spec, dict):
         raise GraphError(f"hardware {ref}: {form}; got {spec!r}", where, block=block, port=port)
     unknown = [k for k in spec if k not in HOME_KEYS]
@@ -632,8 +638,15 @@ def _home(ref: str, spec: Any, out: Bindings) -> Home:
         if not values[k] > 0:
             raise GraphError(f"hardware {ref}: home {k} must be > 0 s, got {values[k]:g}", where,
                              block=block, port=port)
+    to = spec.get("to", "stop")
+    if to not in TARGETS:
+        raise GraphError(f"hardware {ref}: home to must be 'stop' (the end stop, where it stands "
+                         f"still, reads 'at') or 'index' (the first Z index pulse on the way "
+                         f"reads z_index); got {to!r}", where, block=block, port=port)
+    if to == "index":
+        _index_home(ref, spec, enc, where)
     stroke = out.limits.get(ref)
-    if stroke is not None and not stroke[0] < values["at"] < stroke[1]:
+    if to == "stop" and stroke is not None and not stroke[0] < values["at"] < stroke[1]:
         raise GraphError(f"hardware {ref}: home at {values['at']:g} {enc.unit} is outside the "
                          f"stroke limit [{stroke[0]:g}, {stroke[1]:g}] {enc.unit}: the first tick "
                          f"would trip; put the stop inside the limit", where, block=block,
@@ -649,7 +662,27 @@ def _home(ref: str, spec: Any, out: Bindings) -> Home:
     if not travel > 0:
         raise GraphError(f"hardware {ref}: home travel must be > 0 {enc.unit}, got {travel:g}",
                          where, block=block, port=port)
-    return Home(ref, cmd.port, drive, values["at"], values["settle"], values["timeout"], travel)
+    return Home(ref, cmd.port, drive, values["at"], values["settle"], values["timeout"], travel,
+                to)
+
+
+def _index_home(ref: str, spec: dict, enc: Channel, where: Where) -> None:
+    """Homing to the index needs the encoder's Z reset, and takes its position from it."""
+    block, port = ref.split(".")
+    if enc.z_index is None:
+        raise GraphError(f"hardware {ref}: home to: index needs the encoder's Z index reset: "
+                         f"add z_index (the position the index reads, in {enc.unit})", where,
+                         block=block, port=port)
+    if "at" in spec:
+        raise GraphError(f"hardware {ref}: home to: index takes the position from z_index "
+                         f"({enc.offset + enc.scale * enc.z_index:g} {enc.unit}); 'at' is the "
+                         f"stop's position for to: stop; remove it", where, block=block,
+                         port=port)
+    if abs(enc.z_index) > SEEK_RANGE:
+        raise GraphError(f"hardware {ref}: z_index is count {enc.z_index}, beyond +-{SEEK_RANGE} "
+                         f"counts: homing to the index could not tell the reset from the "
+                         f"counts before it; choose an offset nearer the index", where,
+                         block=block, port=port)
 
 
 def _enable(block: str, spec: Any, where: Where, out: Bindings) -> None:

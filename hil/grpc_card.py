@@ -231,7 +231,8 @@ class SimChan:
     def setup(self) -> CounterSetup:
         """The counter's configuration (the filter on A and B: the longer one that is on)."""
         widths = [w for i, (on, w) in self.filters.items() if on and i in "ab"]
-        return CounterSetup(self.divisor, self.z_reset, self.z_phase, max(widths, default=0.0))
+        return CounterSetup(self.divisor, self.z_reset, self.z_phase, max(widths, default=0.0),
+                            round(self.initial / self.per_count))
 
 
 @dataclass
@@ -725,7 +726,7 @@ class SimCard:
             self._sample(task, "ci_encoder", timeout)
             c = task.chans[0]
             count = int(self._counters.out[c.index]) if c.index >= 0 else 0
-            return c.initial + count * c.per_count
+            return count * c.per_count          # the initial count is the counter's
 
     def write_ao(self, name: str, volts: Sequence[float]) -> None:
         """Set the analog outputs of ``name`` (V); they act from the next edge."""

@@ -9,7 +9,9 @@ Tasks (hardware-timed single point, see DESIGN "Scheduling")
       encoder, ``add_ci_ang_encoder_chan`` with its ``pulses_per_rev``, or a
       linear one, ``add_ci_lin_encoder_chan``; ``EncoderType.X_1/X_2/X_4``
       decoding; Z index reset with ``zidx_enable``/``zidx_val`` (in ticks)/
-      ``zidx_phase``; the A, B (and Z) inputs' digital filter
+      ``zidx_phase``; ``initial_pos``/``initial_angle`` (in ticks) the count at
+      start, :data:`~hapflow.hil.homing.SEEK_START` for an encoder homed to its
+      index; the A, B (and Z) inputs' digital filter
       ``ci_encoder_a_input_dig_fltr_enable``/``..._min_pulse_width``; read in
       ticks, scaled by the bindings), clocked by the master's sample clock;
     - **analog output**: every ``ao`` channel in one task, clocked by the
@@ -256,11 +258,11 @@ class NidaqBackend(Backend):
                 if c.pulses_per_rev:
                     chan = task.ci_channels.add_ci_ang_encoder_chan(
                         c.physical, units=AngleUnits.TICKS, pulses_per_rev=c.pulses_per_rev,
-                        initial_angle=0.0, **z)
+                        initial_angle=float(c.initial), **z)
                 else:
                     chan = task.ci_channels.add_ci_lin_encoder_chan(
                         c.physical, units=LengthUnits.TICKS, dist_per_pulse=1.0,
-                        initial_pos=0.0, **z)
+                        initial_pos=float(c.initial), **z)
                 if c.filter:
                     _encoder_filter(chan, c.filter, c.z_index is not None)
                 task.timing.cfg_samp_clk_timing(rate, source=clock, sample_mode=hwtsp)

@@ -7,6 +7,8 @@ NI counter reports, as NI-DAQmx documents it:
 
 - **decoding** X1, X2, X4: 1, 2 or 4 counts per encoder cycle (the edges
   divided down, rounding towards -inf);
+- **initial count** (``initial_pos``/``initial_angle`` in ticks): the count at
+  the card's first edge (a Z reset replaces it);
 - **Z index** (``zidx_enable``, ``zidx_val``, ``zidx_phase`` of
   ``add_ci_lin_encoder_chan``/``add_ci_ang_encoder_chan``): "the value to
   which to reset the measurement when signal Z is high and signal A and
@@ -53,12 +55,15 @@ class CounterSetup:
         A :data:`Z_PHASES` name.
     filter : float
         Digital filter minimum pulse width in s; 0: off.
+    initial : int
+        Reported count at the card's first edge.
     """
 
     divisor: int = 1
     z_reset: int | None = None
     z_phase: str = INDEX_PHASE
     filter: float = 0.0
+    initial: int = 0
 
 
 @njit(cache=True)
@@ -111,7 +116,8 @@ class Counters:
         self.z_reset = np.array([(s.z_reset or 0) * s.divisor for s in setups], dtype=np.int64)
         self.max_rate = np.array([2.0 / s.filter if s.filter > 0 else 0.0 for s in setups])
         self.prev = np.zeros(n, dtype=np.int64)
-        self.counted = np.zeros(n, dtype=np.int64)
+        self.initial = np.array([s.initial * s.divisor for s in setups], dtype=np.int64)
+        self.counted = self.initial.copy()
         self.out = np.zeros(n, dtype=np.int64)
         self.plain = not self.z_on.any() and not self.max_rate.any()
         scratch = np.zeros(n, dtype=np.int64)
@@ -123,7 +129,8 @@ class Counters:
         """One sample clock edge: the rig's ``edges`` since its first edge and their ``rate``
         (edges/s), its index marks (``index`` one mark, ``period`` edges between marks)."""
         if self.plain:
-            np.floor_divide(edges, self.divisor, out=self.out)
+            np.add(edges, self.initial, out=self.out)
+            np.floor_divide(self.out, self.divisor, out=self.out)
             return
         _count(edges, rate, index, period, self.prev, self.counted, self.z_on, self.z_reset,
                self.max_rate, self.divisor, self.out)

@@ -108,7 +108,8 @@ class SimDaq(Backend):
         self._do = self._safe_do.copy()
         self._ai = np.zeros(len(by_kind(channels, "ai")))
         self._counts = np.zeros(len(by_kind(channels, "ci_encoder")), dtype=np.int64)
-        self.counters = Counters([CounterSetup(4 // c.decoding, c.z_index, c.z_phase, c.filter)
+        self.counters = Counters([CounterSetup(4 // c.decoding, c.z_index, c.z_phase, c.filter,
+                                               c.initial)
                                   for c in by_kind(channels, "ci_encoder")])
     def _rig(self) -> SimRig:
         if self.rig is None:

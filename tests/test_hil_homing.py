@@ -124,6 +124,13 @@ def test_homing_that_finds_no_stop_ends_safe_before_tick_0(change, words):
                                     "stop) and within motor.force_cmd's limit [-15, 15] N"),
     (("at: -0.02", "at: -0.03"), "home at -0.03 m is outside the stroke limit [-0.021, 0.012] m"),
     (("at: -0.02}", "at: -0.02, speed: 1}"), "home: unknown key 'speed'"),
+    (("at: -0.02}", "to: index}"), "home to: index needs the encoder's Z index reset: add "
+                                   "z_index (the position the index reads, in m)"),
+    (("home: {command: motor, drive: -1.0, at: -0.02}",
+      "z_index: 0.001, home: {command: motor, drive: -1.0, at: -0.02, to: index}"),
+     "home to: index takes the position from z_index (0.001 m); 'at' is the stop's position"),
+    (("at: -0.02}", "to: switch}"), "home to must be 'stop' (the end stop, where it stands "
+                                    "still, reads 'at') or 'index'"),
     (("limit: [-0.021, 0.012],", ""), "home needs 'travel'"),
     (("drive: -1.0, ", ""), "home: 'drive' is missing"),
     (("tare: 0.05", "tare: 0"), "tare is the time in s to average the input at arm time"),
@@ -136,6 +143,43 @@ def test_home_and_tare_bindings_refused_with_file_line_and_what_is_valid(change,
     with pytest.raises(GraphError) as e:
         bind(graph(change))
     assert message in str(e.value) and str(e.value).startswith(f"{HOMING}:"), str(e.value)
+
+
+INDEX = (("at: -0.02}", "to: index}"), ("velocity_limit: 0.5,", "velocity_limit: 0.5, z_index: 0.0,"),
+         ("drive: -1.0", "drive: -0.25"),
+         ("amplitude: 0.017, offset: -0.003", "amplitude: 0.00965, offset: 0.00435"))
+"""Homed to the encoder's index, at the plant's position 0, which reads 0, at -0.25 N (0.05
+m/s: after the index the carriage coasts about 5.3 mm, where the trajectory starts)."""
+
+
+def test_homed_to_the_index_the_stroke_limit_trips_where_the_mechanics_are(card, tmp_path):
+    """Driven from +6 mm towards the -20 mm stop, the carriage meets the index at 0 after
+    6 mm: homing stops driving there (it coasts to rest, counted) and the Z reset made the
+    index read 0, so the +12 mm stroke limit trips where the carriage is at +12 mm.
+    Without homing (the count from power-on) it would trip at +18 mm."""
+    runner, rig = card(graph(*INDEX))
+    result = runner.run(1.0, out=tmp_path / "run.h5")
+    assert result.event.kind == "stroke limit", result.event
+    assert abs(rig().signal("load.pos") - LIMIT) < 5e-4
+    log = hf.recorder.load(result.path).attrs["arm_log"]
+    assert "home enc.pos (Dev1/ctr0): first index pulse driving motor.force_cmd at -0.25 N" in log
+    moved = float(log.split(" s and ")[1].split(" m from")[0])
+    assert abs(moved - (0.0 - POWER_ON)) < 1e-4, log      # one edge at 0.05 m/s before it
+    rest = float(log.split("still at count ")[1].split(" = ")[1].split(" m")[0])
+    assert -0.007 < rest < -0.004, log                   # it coasted about 5.3 mm
+
+
+def test_homing_to_an_index_behind_the_carriage_fails_at_the_stop_safe_before_tick_0():
+    """Switched on at -6 mm, driven towards -20 mm: the index at 0 is behind the carriage,
+    which stands still at the stop without a Z pulse; the run ends before tick 0, safe."""
+    g = graph(*INDEX, ("x0: 0.006", "x0: -0.006"))
+    backend = KeptSimDaq(g, paced=False)
+    result = HilRunner(g, backend).run(1.0)
+    assert result.event.kind == "arm" and result.ticks == 0, result.event
+    assert ("homing enc.pos: reached a stop driving motor.force_cmd at -0.25 N (-0.014" in
+            result.event.message and "without an index pulse" in result.event.message)
+    ao, do = backend.outputs_at_close
+    assert ao.tolist() == [0.0] and do.tolist() == [False]
 
 
 def test_hil_arm_names_the_home_and_tare_it_will_do(capsys):
