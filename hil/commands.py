@@ -228,6 +228,10 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
         if c.port in b.ramps:
             extra += f" ramp {b.ramps[c.port]:g} s" if b.ramps[c.port] else " cut at once"
         print(f"  {c.port:22s} {c.kind:11s} {c.physical:18s} {scale:>12s}  {span:24s} {extra}")
+    print("\n  arm steps and counter settings:")
+    for c in b.channels:
+        for line in channel_settings(c, b):
+            print(f"  {c.port:22s} {line}")
     if controller.dropped:
         print("\nnot recorded in HIL mode: " + ", ".join(controller.dropped))
     wanted = sorted({c.device for c in b.channels})
@@ -249,6 +253,38 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
         raise HapflowError(f"device(s) {', '.join(missing)} named in the bindings are not "
                            f"present; available: {', '.join(devices) or '(none)'}")
     return 0
+
+
+def channel_settings(c, b) -> list[str]:
+    """What ``hil check`` says of channel ``c`` besides its scale and limits: homing or the
+    free count, Z index, digital filter (encoders); tare (analog inputs); the safe level
+    (enable lines) and the safe output (analog outputs)."""
+    from .homing import plan
+    from .simcounter import filter_rate
+    lines = []
+    if c.kind == "ci_encoder":
+        h = b.homes.get(c.port)
+        lines.append(f"home: {plan(h)} ({h.to})" if h else
+                     "no home: counts from 0 where the carriage sits when the card starts")
+        if c.z_index is not None:
+            lines.append(f"Z index: resets to {c.offset + c.scale * c.z_index:g} {c.unit} "
+                         f"(count {c.z_index}) at {c.z_phase}")
+        if c.filter:
+            edges = filter_rate(c.filter)
+            lines.append(f"digital filter: {c.filter * 1e6:g} us on A, B"
+                         + (", Z" if c.z_index is not None else "")
+                         + f" (passes {edges:.3g} edges/s = "
+                         f"{edges * c.decoding / 4 * abs(c.scale):.3g} {c.unit}/s)")
+    elif c.kind == "ai" and c.port in b.tares:
+        lines.append(f"tare: averaged over {b.tares[c.port]:g} s at arm with the outputs "
+                     f"safe; that reads 0 {c.unit} (replaces offset {c.offset:g})")
+    elif c.kind == "ao":
+        lines.append(f"safe: {c.safe:g} V (stop, watchdog expiry)")
+    elif c.kind == "do":
+        on, off = ("high", "low") if c.active else ("low", "high")
+        lines.append(f"enable active {on}: {on} while running, {off} when safe "
+                     "(stop, watchdog expiry)")
+    return lines
 
 
 def cmd_hil_arm(args: argparse.Namespace) -> int:

@@ -227,3 +227,26 @@ def test_ctrl_c_while_homing_exits_130_safe_with_the_recording(tmp_path, spawn):
     assert rec.attrs["safety_kind"] == "SIGINT" and rec.attrs["safety_tick"] == 0
     assert not rec.attrs["complete"] and rec.time.size == 0
     assert "tare head.force (Dev1/ai0): 50 samples" in rec.attrs["arm_log"]
+
+
+def test_hil_check_shows_home_tare_z_index_filter_and_ramp(tmp_path, capsys):
+    path = tmp_path / "bed.yaml"
+    path.write_text(HOMING.read_text().replace(
+        "velocity_limit: 0.5,", "velocity_limit: 0.5, z_index: 0.001, filter: 5.12e-6,").replace(
+        "ramp: 0,", "ramp: 0.02,"))
+    assert main(["hil", "check", str(path)]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        port, _, rest = line.strip().partition(" ")
+        rows.setdefault(port, []).append(rest.strip())
+    assert rows["enc.pos"][1:] == [
+        "home: motor.force_cmd at -1 until still for 0.1 s (at most 10 s, 0.033 of travel); "
+        "that position reads -0.02 (stop)",
+        "Z index: resets to 0.001 m (count 200) at AHIGH_BHIGH",
+        "digital filter: 5.12 us on A, B, Z (passes 3.91e+05 edges/s = 1.95 m/s)"]
+    assert rows["head.force"][1] == ("tare: averaged over 0.05 s at arm with the outputs safe; "
+                                     "that reads 0 N (replaces offset 0)")
+    assert rows["motor.force_cmd"][0].endswith("[-15, 15] ramp 0.02 s")
+    assert rows["motor.force_cmd"][1] == "safe: 0 V (stop, watchdog expiry)"
+    assert rows["motor.enable"][1] == ("enable active high: high while running, low when safe "
+                                       "(stop, watchdog expiry)")
