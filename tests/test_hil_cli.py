@@ -195,8 +195,10 @@ def test_limits_and_ramp_set_on_the_command_line_are_checked_shown_run_and_recor
     """The bed's file says: force limit 15 N, cut at once (ramp 0); stroke 30 mm."""
     assert main(["hil", "check", bed, "--limit", "motor=2", "--ramp", "motor.force_cmd=0.02",
                  "--limit", "enc=-0.005,0.02", "--velocity-limit", "enc.pos=0.3"]) == 0
-    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
-            if line.startswith("  ")}
+    rows = {}                   # a port's table row (its settings lines follow the table)
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  "):
+            rows.setdefault(line.split()[0], line)
     assert "[-2, 2] ramp 0.02 s" in rows["motor.force_cmd"]
     assert "[-0.005, 0.02] |v| <= 0.3 m/s" in rows["enc.pos"]
     assert main(["hil", "check", bed]) == 0
