@@ -117,7 +117,10 @@ def test_a_job_that_keeps_killing_its_worker_is_recorded_as_died_and_rerun(tmp_p
     assert list(result.table["status"]) == ["died"] and result.failed == 1
     assert "worker running this job died; 3 attempts" in result.table["error"][0]
     assert "1 lost with their worker" in result.summary()
-    again = run_study(study, tmp_path / "out", scheduler=address, progress=False, plots=False)
+    # the nanny restarts the killed worker, which imports hapflow again: under load 12 that
+    # took longer than the default 30 s wait for a worker (the test failed there)
+    again = run_study(study, tmp_path / "out", scheduler=address, progress=False, plots=False,
+                      worker_timeout=300.0)
     assert again.skipped == 0 and list(again.table["status"]) == ["ok"]
 
 
