@@ -1,16 +1,61 @@
-"""Shared test setup: a per-session numba/hapflow cache folder, and child processes that
-do not outlive their test."""
+"""Shared test setup: a per-session numba/hapflow cache folder, child processes that do not
+outlive their test, and a suite that writes nothing into the working tree."""
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from hapflow import registry
 
 os.environ.setdefault("HAPFLOW_CACHE_DIR", os.path.join(tempfile.gettempdir(), "hapflow-test-cache"))
+ROOT = Path(__file__).resolve().parents[1]
+NOT_OUTPUT = {".git", ".venv", ".pytest_cache", "__pycache__"}
+"""Folders of the working tree that tools write (bytecode, pytest's cache): not test output."""
+TREE = pytest.StashKey[dict[str, int]]()
+"""The working tree's files at the start of the session (see pytest_sessionfinish)."""
+
+
+def working_tree_files() -> dict[str, int]:
+    """Modification time of each file under the project folder (tools' folders and the
+    kernel cache aside), by path relative to it."""
+    cache = Path(os.environ["HAPFLOW_CACHE_DIR"]).resolve()
+    files = {}
+    for folder, subfolders, names in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if d not in NOT_OUTPUT and not d.endswith(".egg-info")
+                         and Path(folder, d).resolve() != cache]
+        for name in names:
+            path = Path(folder, name)
+            files[str(path.relative_to(ROOT))] = path.lstat().st_mtime_ns
+    return files
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):          # once, in the xdist controller
+        session.config.stash[TREE] = working_tree_files()
+
+
+def pytest_sessionfinish(session):
+    """The suite fails if a test wrote a file into the working tree that git does not track
+    (a graph's out/... run from the project folder): tests write under tmp_path."""
+    before = session.config.stash.get(TREE, None)
+    if before is None:
+        return
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if tracked.returncode != 0:                             # not a git checkout: nothing to tell
+        return
+    tracked_names = set(tracked.stdout.decode().split("\0"))
+    written = sorted(p for p, mtime in working_tree_files().items()
+                     if before.get(p) != mtime and p not in tracked_names)
+    if written:
+        writer = session.config.get_terminal_writer()
+        writer.line()
+        writer.line("tests wrote into the working tree (write under tmp_path instead): "
+            + ", ".join(written), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

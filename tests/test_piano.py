@@ -130,8 +130,9 @@ def test_model_b_is_stable_and_smoother_than_model_a_under_key_noise():
 
 
 @pytest.mark.parametrize("model", ["a", "b"])
-def test_scenario_graphs_reproduce_seed_003_timeline(model):
+def test_scenario_graphs_reproduce_seed_003_timeline(model, tmp_path, monkeypatch):
     """Thrown and caught near 0.9 s, thrown harder, strikes, lands near 1.5 s."""
+    monkeypatch.chdir(tmp_path)         # the graph's sinks write out/piano_action_*.mid|wav
     g = hf.yamlio.load(ROOT / "graphs" / f"piano_action_{model}.yaml")
     r = hf.Simulation(g).run(progress=False)
     mode, t = r["piano.mode"][:, 0], r.time

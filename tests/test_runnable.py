@@ -16,7 +16,8 @@ EXAMPLES = sorted(ROOT.glob("examples/*.py"))
 
 
 @pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.name)
-def test_graph_runs_briefly(path, tmp_path):
+def test_graph_runs_briefly(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)         # files a graph names relative to the working folder (out/)
     out = tmp_path / "run.h5"
     assert main(["run", str(path), "--duration", "0.2", "--out", str(out), "--no-progress"]) == 0
     rec = hf.recorder.load(out)
