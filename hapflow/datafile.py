@@ -58,6 +58,8 @@ class Table:
         File line (1-based) of each data row.
     data : ndarray (rows, columns), optional
         Numbers of a binary file.
+    header_line : int
+        File line of the header row (CSV).
     """
 
     path: Path
@@ -66,6 +68,19 @@ class Table:
     rows: list[list[str]] | None = None
     lines: list[int] = field(default_factory=list)
     data: np.ndarray | None = None
+    header_line: int = 1
+
+    @property
+    def header(self) -> str:
+        """``file:line`` of the header row, for messages about columns."""
+        return f"{self.path}:{self.header_line}"
+
+    @property
+    def span(self) -> str:
+        """``file:first-last`` of the data rows, for messages about the whole record."""
+        if not self.lines:
+            return str(self.path)
+        return f"{self.path}:{self.lines[0]}-{self.lines[-1]}"
 
     def __len__(self) -> int:
         return len(self.rows) if self.rows is not None else self.data.shape[0]
@@ -78,7 +93,8 @@ class Table:
         if name.lower() in lower:
             return lower.index(name.lower())
         from .errors import suggest
-        raise DataFileError(f"{self.path}: no column {name!r}{suggest(name, self.names)} "
+        where = self.header if self.rows is not None else str(self.path)
+        raise DataFileError(f"{where}: no column {name!r}{suggest(name, self.names)} "
                             f"Its columns are: {', '.join(self.names)}.")
 
     def column(self, name: str | int) -> np.ndarray:
@@ -173,22 +189,25 @@ def read_csv(path: str | Path, min_rows: int = 2) -> Table:
                 rows.append(row)
                 lines.append(reader.line_num)
                 if len(rows) > MAX_ROWS + 1:
-                    raise DataFileError(f"{path}: more than {MAX_ROWS} data rows")
+                    raise DataFileError(f"{path}:{reader.line_num}: more than {MAX_ROWS} data "
+                                        "rows; split the file")
     except csv.Error as exc:
         raise DataFileError(f"{path}:{reader.line_num}: {exc} (a field may have at most "
                             f"{MAX_FIELD} characters; check the quoting)") from None
     finally:
         csv.field_size_limit(limit)
     if not rows:
-        raise DataFileError(f"{path}: the file is empty; it needs a header row and data rows")
+        raise DataFileError(f"{path}:1: the file is empty; it needs a header row and at least "
+                            f"{min_rows} data rows")
     cells = rows[0]
     while len(cells) > 1 and not cells[-1].strip():   # a delimiter ending every line (MATLAB's
         cells = cells[:-1]                            # writematrix, many DAQ exports)
     header = [split_unit(cell, f"{path}:{lines[0]}") for cell in cells]
     if len(rows) - 1 < min_rows:
-        raise DataFileError(f"{path}: {len(rows) - 1} data row(s); at least {min_rows} are needed "
-                            "after the header row")
-    return Table(path, [h[0] for h in header], [h[1] for h in header], rows[1:], lines[1:])
+        raise DataFileError(f"{path}:{lines[-1]}: the data end after {len(rows) - 1} row(s); at "
+                            f"least {min_rows} are needed after the header row (line {lines[0]})")
+    return Table(path, [h[0] for h in header], [h[1] for h in header], rows[1:], lines[1:],
+                 header_line=lines[0])
 
 
 @dataclass
@@ -247,8 +266,8 @@ def uniform_rate(t: np.ndarray, where: str, lines: list[int] | None = None) -> f
     bad = np.flatnonzero((dt <= 0) | (np.abs(dt - step) > 0.01 * step))
     if bad.size:
         i = int(bad[0]) + 1
-        at = f"line {lines[i]}" if lines else f"row {i + 1}"
-        raise DataFileError(f"{where}, {at}: time steps from {t[i - 1]:g} to {t[i]:g} s where the "
+        at = f"{where}:{lines[i]}" if lines else f"{where}, row {i + 1}"
+        raise DataFileError(f"{at}: time steps from {t[i - 1]:g} to {t[i]:g} s where the "
                             f"median step is {step:g} s; playback needs uniformly sampled data "
                             "(within 1 %)")
     return 1.0 / step
@@ -290,7 +309,7 @@ def _csv_signal(path: Path, column: str) -> Signal:
     if not column:
         others = [n for k, n in enumerate(table.names) if k != time]
         if len(others) != 1:
-            raise DataFileError(f"{path}: name the column to play; its columns are "
+            raise DataFileError(f"{table.header}: name the column to play; its columns are "
                                 f"{', '.join(table.names)}")
         column = others[0]
     values = table.column(column)

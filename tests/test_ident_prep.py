@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from hapflow.cli import main
 from hapflow.ident import IdentError, SignalError, load_csv, load_motion
 from hapflow.ident import synthetic as syn
 from hapflow.ident.prep import (RTS_PRIOR, Motion, default_trim, direction_labels,
@@ -278,13 +279,33 @@ def test_csv_hostile_inputs_name_file_and_line(tmp_path):
                   r"h.csv:4: field larger than field limit"),
         "1e9": (lines[:-2] + [b"1e9,0,0"], r"h.csv:1001: time jumps from 1.996 to 1e\+09"),
         "nan": (lines[:7] + [b"0.0125,nan,0"] + lines[8:], r"h.csv:8: column 'position' is nan"),
-        "short": (lines[:2], r"h.csv: 1 data row\(s\); at least 2"),
-        "filter": (lines[:10], r"h.csv'?: too few samples \(9\)"),
+        "short": (lines[:2], r"h.csv:2: the data end after 1 row\(s\); at least 2 are needed"),
+        "header": (lines[:1], r"h.csv:1: the data end after 0 row\(s\); at least 2"),
+        "empty": ([b""], r"h.csv:1: the file is empty; it needs a header row and at least 2"),
+        "filter": (lines[:10], r"h.csv:2-10: too few samples \(9\) to differentiate; at least "
+                               r"16 are needed"),
+        "trim": (lines[:41], r"h.csv:2-41: the record \(0.08 s\) is not longer than twice"),
+        "nan row": (lines[:7] + [b"nan,nan,nan"] + lines[8:], r"h.csv:8: column 'time' is nan"),
+        "no force": ([b"time [s],position [mm],load [N]"] + lines[1:],
+                     r"h.csv:1: no force column; its columns are time, position, load"),
+        "unit": ([b"time [s],position [bogus],force [N]"] + lines[1:],
+                 r"h.csv:1: unknown position unit 'bogus'"),
     }
     for name, (content, message) in cases.items():
         path.write_bytes(b"\n".join(content))
         with pytest.raises(IdentError, match=message):
             load_csv(path)
+
+
+def test_a_record_too_short_to_fit_names_its_rows(tmp_path, capsys):
+    """Quasi-static rows too few for the fit: the CLI names the file's data lines and how many
+    samples the fit needs (issue 18: it named neither)."""
+    path = tmp_path / "q.csv"
+    path.write_text("position [mm],force [N]\n0,0\n0.1,0.2\n0.2,0.3\n")
+    assert main(["identify", str(path), "--out", str(tmp_path / "m.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {path}:2-4: direction +1 has only 3 samples: too few "
+                          "for 2 parameters; at least 10 are needed"), err
 
 
 def test_recording_signals_and_missing_names(tmp_path, sweep):

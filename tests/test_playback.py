@@ -120,7 +120,7 @@ def test_recording_signal_and_errors(tmp_path):
         read_signal(tmp_path / "r.h5", "s.z")
     path = tmp_path / "j.csv"
     path.write_text("time,y\n0,1\n0.01,2\n0.02,3\n0.5,4\n")
-    with pytest.raises(DataFileError, match=r"j.csv, line 5: time steps from 0.02 to 0.5 s"):
+    with pytest.raises(DataFileError, match=r"j.csv:5: time steps from 0.02 to 0.5 s"):
         read_signal(path, "y")
     with pytest.raises(DataFileError, match=r"no column 'z'"):
         read_signal(path, "z")

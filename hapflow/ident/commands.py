@@ -29,6 +29,7 @@ import argparse
 from pathlib import Path
 
 from ..argtypes import number
+from .errors import IdentError
 from .options import add_method_options, add_prep_options, prep_kwargs
 
 
@@ -42,20 +43,26 @@ def cmd_identify(args: argparse.Namespace) -> int:
     motion = load_motion(data, **prep_kwargs(args))
     for line in motion.source.get("warnings", []):
         print(f"warning: {line}")
-    if args.method == "bic":
-        from .select import select, selection_table
-        model, scored, failed = select(motion, damping=args.damping, regressors=args.regressors,
-                                       resolution=args.resolution, penalty=args.penalty,
-                                       v_blend=args.v_blend)
-        chosen = f"bic: {model.method}" + (f" {','.join(map(str, model.settings['stiffness']))}"
-                                           if model.method == "poly" else "")
-    else:
-        model = identify(motion, args.method, segments=args.segments, regressors=args.regressors,
-                         forgetting=args.forgetting, p0=args.p0, grid=args.grid,
-                         two_sided=args.two_sided, resolution=args.resolution,
-                         penalty=args.penalty, v_blend=args.v_blend, window=args.window,
-                         stiffness=args.stiffness, damping=args.damping)
-        chosen = args.method
+    try:
+        if args.method == "bic":
+            from .select import select, selection_table
+            model, scored, failed = select(motion, damping=args.damping,
+                                           regressors=args.regressors,
+                                           resolution=args.resolution, penalty=args.penalty,
+                                           v_blend=args.v_blend)
+            chosen = f"bic: {model.method}" + (
+                f" {','.join(map(str, model.settings['stiffness']))}"
+                if model.method == "poly" else "")
+        else:
+            model = identify(motion, args.method, segments=args.segments,
+                             regressors=args.regressors, forgetting=args.forgetting, p0=args.p0,
+                             grid=args.grid, two_sided=args.two_sided,
+                             resolution=args.resolution, penalty=args.penalty,
+                             v_blend=args.v_blend, window=args.window,
+                             stiffness=args.stiffness, damping=args.damping)
+            chosen = args.method
+    except IdentError as exc:       # the data cannot carry the fit: name the rows fitted
+        raise IdentError(f"{motion.where}: {exc}") from None
     out = Path(args.out) if args.out else Path("out") / f"{data.stem}_model.yaml"
     model.save(out)
     truth = None

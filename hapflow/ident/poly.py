@@ -108,7 +108,8 @@ def fit_poly(motion: Motion, stiffness: tuple[int, ...] = (1, 3),
     y = (motion.force if quasi else band_limited(motion, motion.force))[idx]
     n, p = A.shape
     if n <= 2 * p:
-        raise IdentError(f"{n} moving samples are too few for {p} polynomial coefficients")
+        raise IdentError(f"{n} moving samples are too few for {p} polynomial coefficients; "
+                         f"at least {2 * p + 1} are needed")
     scale = np.sqrt(np.mean(A * A, axis=0))
     scale[scale == 0.0] = 1.0
     R = np.linalg.qr(np.column_stack([A / scale, y]), mode="r")

@@ -124,6 +124,9 @@ SAVGOL_ORDER = 4
 a quadratic would leave it a constant per window; a quartic keeps it flat to a higher
 fraction of the window's band."""
 
+FEWEST_SAMPLES = 16
+"""Shortest record the zero-phase filters, spectral derivatives and RTS smoother take."""
+
 DEFAULTS = {"order": 2, "cutoff": None, "crossover": 5.0, "highpass": 0.5, "deadband": 5e-3,
             "trim": None}
 """Default estimator settings: Butterworth order, low-pass cutoff (Hz; ``None``:
@@ -284,6 +287,9 @@ class Motion:
     settings : dict
         How ``vel``, ``acc`` and ``direction`` were formed (stored in the model
         file so that ``verify`` repeats the same preparation).
+    where : str
+        The data for messages: ``file:first-last`` line of a CSV file's rows,
+        ``recording 'file'`` (empty for arrays).
     """
 
     x: np.ndarray
@@ -296,6 +302,7 @@ class Motion:
     rate: float | None = None
     source: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    where: str = ""
 
     @property
     def quasi_static(self) -> bool:
@@ -387,8 +394,9 @@ def zero_phase(signal: np.ndarray, rate: float, cutoff: float, order: int = 2,
     signal = np.asarray(signal, dtype=np.float64)
     sos = _sos(order, cutoff, rate, btype)
     padlen = min(3 * (2 * sos.shape[0] + 1), signal.shape[0] - 1)
-    if signal.shape[0] < 16:
-        raise IdentError(f"too few samples ({signal.shape[0]}) to filter")
+    if signal.shape[0] < FEWEST_SAMPLES:
+        raise IdentError(f"too few samples ({signal.shape[0]}) to filter; at least "
+                         f"{FEWEST_SAMPLES} are needed")
     return sosfiltfilt(sos, signal, padlen=padlen)
 
 
@@ -421,8 +429,9 @@ def spectral(x: np.ndarray, rate: float, cutoff: float,
         raise IdentError(f"spectral cutoff {cutoff:g} Hz must be between 0 and the Nyquist "
                          f"frequency {nyquist:g} Hz of the {rate:g} Hz data")
     n = x.size
-    if n < 16:
-        raise IdentError(f"too few samples ({n}) to differentiate")
+    if n < FEWEST_SAMPLES:
+        raise IdentError(f"too few samples ({n}) to differentiate; at least {FEWEST_SAMPLES} "
+                         "are needed")
     pad = n - 1
     y = np.concatenate([2.0 * x[0] - x[pad:0:-1], x, 2.0 * x[-1] - x[-2:-pad - 2:-1]])
     slope = (y[-1] - y[0]) / (y.size - 1)
@@ -468,7 +477,7 @@ def savgol(x: np.ndarray, rate: float, cutoff: float,
     window = savgol_window(rate, cutoff)
     if x.size < window:
         raise IdentError(f"too few samples ({x.size}) for a {window}-sample Savitzky-Golay "
-                         "window")
+                         f"window; at least {window} are needed (or a higher cutoff)")
     return [savgol_filter(x, window, SAVGOL_ORDER, deriv=r, delta=1.0 / rate, mode="interp")
             for r in orders]
 
@@ -501,8 +510,9 @@ def rts(x: np.ndarray, rate: float, cutoff: float,
     if not 0.0 < cutoff < 0.5 * rate:
         raise IdentError(f"RTS smoother corner {cutoff:g} Hz must be between 0 and the "
                          f"Nyquist frequency {0.5 * rate:g} Hz of the {rate:g} Hz data")
-    if x.size < 16:
-        raise IdentError(f"too few samples ({x.size}) to smooth")
+    if x.size < FEWEST_SAMPLES:
+        raise IdentError(f"too few samples ({x.size}) to smooth; at least {FEWEST_SAMPLES} are "
+                         "needed")
     if any(r not in (0, 1, 2) for r in orders):
         raise IdentError(f"the RTS smoother gives derivative orders 0, 1, 2, not {orders}")
     F, Q = kinematic_model(2.0 * math.pi * cutoff / rate)
@@ -902,6 +912,7 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
               "signals": {"pos": pos, "force": force, "acc": acc}}
     motion = from_arrays(x, f, float(rate), a, velocity=velocity, source=source, **settings)
     motion.time = t
+    motion.where = where
     return motion
 
 
@@ -1031,13 +1042,13 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
         table = read_csv(path)
     except DataFileError as exc:
         raise IdentError(str(exc)) from None
-    where = f"CSV file {str(path)!r}"
+    where = table.header                # a column's name or unit: the header row's line
     names = [n.strip().lower() for n in table.names]
     theremin_goat = names == ["force", "displacement", "judge", "name"]
     found = _find_columns(table.names, {k.lower(): v for k, v in (columns or {}).items()}, where)
     for need in ("position", "force"):
         if need not in found:
-            raise SignalError(f"{where} has no {need} column; its columns are "
+            raise SignalError(f"{where}: no {need} column; its columns are "
                               f"{', '.join(table.names)}. Name one {' or '.join(_ALIASES[need])}, "
                               f"or say which with --columns {need}=NAME.")
     given = {k.lower(): v for k, v in (units or {}).items()}
@@ -1077,8 +1088,9 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
         source["columns"] = dict(columns)
     x, force = data["position"], data["force"]
     if "time" in data and rate is not None:
-        raise IdentError(f"{where} has a time column ({table.names[found['time']]!r}), which "
-                         f"gives its sample rate; leave out --rate {rate:g}")
+        raise IdentError(f"{where}: the file has a time column "
+                         f"({table.names[found['time']]!r}), which gives its sample rate; leave "
+                         f"out --rate {rate:g}")
     resampled = False
     if "time" in data:
         t, rate, resampled = _uniform_time(data["time"], table.lines, str(path))
@@ -1089,16 +1101,19 @@ def load_csv(path: str | Path, units: dict[str, str] | None = None,
         if rate is None:
             split = int(np.argmax(x))
             direction = np.where(np.arange(x.size) <= split, 1, -1).astype(np.int8)
-            return from_arrays(x, force, None, direction=direction, source=source)
-        accel = data.get("acceleration")
-        if resampled:
-            x, force = np.interp(t, data["time"], x), np.interp(t, data["time"], force)
-            accel = None if accel is None else np.interp(t, data["time"], accel)
-            source["resampled"] = True
-        motion = from_arrays(x, force, rate, accel, velocity=velocity, source=source, **settings)
-    except IdentError as exc:
-        raise IdentError(f"{where}: {exc}") from None
-    motion.time = t
+            motion = from_arrays(x, force, None, direction=direction, source=source)
+        else:
+            accel = data.get("acceleration")
+            if resampled:
+                x, force = np.interp(t, data["time"], x), np.interp(t, data["time"], force)
+                accel = None if accel is None else np.interp(t, data["time"], accel)
+                source["resampled"] = True
+            motion = from_arrays(x, force, rate, accel, velocity=velocity, source=source,
+                                 **settings)
+            motion.time = t
+    except IdentError as exc:           # about the whole record: name its rows
+        raise IdentError(f"{table.span}: {exc}") from None
+    motion.where = table.span
     return motion
 
 

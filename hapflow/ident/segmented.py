@@ -272,7 +272,8 @@ def fit_segments(group: Group, edges: np.ndarray | None = None, segments: int = 
     min_samples = _default_min_samples(p) if min_samples is None else int(min_samples)
     if len(group) < max(min_samples, p + 1):
         raise IdentError(f"direction {group.direction:+d} has only {len(group)} samples: "
-                         f"too few for {p} parameters")
+                         f"too few for {p} parameters; at least {max(min_samples, p + 1)} are "
+                         "needed")
     too_many = isinstance(segments, (int, np.integer)) and segments * min_samples > len(group)
     if edges is None and too_many:
         raise IdentError(f"{segments} segments need at least {min_samples} samples each, and "
