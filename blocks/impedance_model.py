@@ -65,7 +65,7 @@ import numpy as np
 import yaml
 from numba import njit
 
-from hapflow.errors import HapflowError
+from hapflow.errors import HapflowError, suggest
 
 FORMAT = "hapflow-impedance-model"
 VERSION = 1
@@ -87,6 +87,14 @@ POLYNOMIAL = ("F = m a + (sum_j b_j x^j) v + sum_i k_i x^i + F0 + Fc (2 w - 1), 
 """The global polynomial model; its coefficients are named ``m``, ``b<j>``, ``k<i>`` (power
 ``j``, ``i`` of x: 0..9), ``F0`` and ``Fc``, in N, m and s; absent ones are 0."""
 _COEFFICIENT = re.compile(r"m|F0|Fc|[bk][0-9]")
+KEYS = ("format", "version", "equation", "units", "method", "settings", "source", "v_blend",
+        "directions", "polynomial", "diagnostics", "fit")
+"""The top-level keys of a model file (see the module docstring); any other is an error."""
+SECTIONS = ("settings", "source", "diagnostics", "fit")
+"""Free-form top-level sections: mappings of anything."""
+NESTED = (("settings", "prep"), ("source", "signals"), ("source", "units"), ("source", "columns"))
+"""Sections inside them that ``hapflow verify`` reads back as mappings (how the data was
+prepared, which signals and columns in which units)."""
 
 
 
@@ -385,19 +393,47 @@ class ImpedanceModel:
             n = line(*keys) if line is not None else None
             return f"{where}:{n}" if n else where
 
+        def known_keys(mapping: dict, valid: tuple[str, ...], what: str, *keys: str) -> None:
+            for key in mapping:
+                if key not in valid:
+                    raise ModelFileError(
+                        f"{at(*keys, key)}: unknown key {key!r} in {what}"
+                        f"{suggest(str(key), valid)} Valid keys: {', '.join(valid)}")
+
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ModelFileError(f"{where} is not a hapflow impedance model (expected "
                                  f"'format: {FORMAT}'); write one with 'hapflow identify'")
+        known_keys(data, KEYS, "a model file")
         if data.get("version") != VERSION:
             raise ModelFileError(f"{at('version')}: unsupported model version {data.get('version')!r} "
                                  f"(this hapflow reads version {VERSION})")
+        units = data.get("units", UNITS)
+        if units != UNITS:
+            raise ModelFileError(f"{at('units')}: a model file's values are in SI, 'units: "
+                                 f"{{{', '.join(f'{k}: {v}' for k, v in UNITS.items())}}}' (or "
+                                 f"leave 'units' out); convert the values instead, got {units!r}")
+        for keys in (*((k,) for k in SECTIONS), *NESTED):
+            entry = data
+            for key in keys:
+                entry = entry.get(key) if isinstance(entry, dict) else None
+            if entry is not None and not isinstance(entry, dict):
+                raise ModelFileError(f"{at(*keys)}: {'.'.join(keys)!r} must be a mapping (key: "
+                                     f"value lines), got {entry!r}")
+        method = data.get("method", "manual")
+        if not isinstance(method, str):
+            raise ModelFileError(f"{at('method')}: 'method' must be a name such as segmented, "
+                                 f"ewls, poly or manual, got {method!r}")
         dirs = data.get("directions")
+        if isinstance(dirs, dict):
+            known_keys(dirs, ("positive", "negative"), "'directions'", "directions")
         if not isinstance(dirs, dict) or not {"positive", "negative"} <= set(dirs):
             raise ModelFileError(f"{at('directions')}: 'directions' must have 'positive' and "
                                  "'negative'")
         knots = {}
         for name in ("positive", "negative"):
             d = dirs[name]
+            if isinstance(d, dict):
+                known_keys(d, ("x", *PARAMS), f"direction {name!r}", "directions", name)
             missing = [k for k in ("x", *PARAMS) if not isinstance(d, dict) or k not in d]
             if missing:
                 raise ModelFileError(f"{at('directions', name)}: direction {name!r} lacks "
@@ -408,7 +444,7 @@ class ImpedanceModel:
                 raise ModelFileError(f"{at('directions', name)}: direction {name!r}: {exc}"
                                      ) from None
         vb = data.get("v_blend", 1e-3)
-        if not isinstance(vb, (int, float)) or not 0 <= vb <= 10:
+        if isinstance(vb, bool) or not isinstance(vb, (int, float)) or not 0 <= vb <= 10:
             raise ModelFileError(f"{at('v_blend')}: v_blend must be a number from 0 to 10 (m/s), "
                                  f"got {vb!r}")
         poly = data.get("polynomial")
@@ -421,9 +457,8 @@ class ImpedanceModel:
                 poly = check_coefficients(poly)
             except ModelFileError as exc:
                 raise ModelFileError(f"{at('polynomial')}: {exc}") from None
-        return cls(knots["positive"], knots["negative"], float(vb), str(data.get("method", "manual")),
-                   dict(data.get("settings") or {}), dict(data.get("source") or {}),
-                   dict(data.get("diagnostics") or {}), dict(data.get("fit") or {}), poly)
+        return cls(knots["positive"], knots["negative"], float(vb), method,
+                   *(dict(data.get(section) or {}) for section in SECTIONS), poly)
 
     @classmethod
     def from_yaml(cls, text: str, where: str = "model") -> "ImpedanceModel":

@@ -78,6 +78,61 @@ def test_predict_matches_the_kernel_and_the_knot_rule():
         np.testing.assert_allclose(pq[sel], p["k"] * x[sel] + p["F0"], rtol=1e-12, atol=1e-15)
 
 
+GOOD_DIRECTIONS = ("directions:\n"
+                   "  positive: {x: [0, 1], m: [0, 0], b: [0, 0], k: [1, 1], F0: [0, 0]}\n"
+                   "  negative: {x: [0, 1], m: [0, 0], b: [0, 0], k: [1, 1], F0: [0, 0]}\n")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("v_blnd: 0.002\n", r"bad.yaml:3: unknown key 'v_blnd' in a model file; did you mean "
+                        r"'v_blend'\? Valid keys: format, version, equation, units, method, "
+                        r"settings, source, v_blend, directions, polynomial, diagnostics, fit"),
+    ("comment: hand-tuned\n", r"bad.yaml:3: unknown key 'comment' in a model file\. Valid keys"),
+    ("units: {x: mm, m: kg, b: N s/m, k: N/m, F0: N, v_blend: m/s}\n",
+     r"bad.yaml:3: a model file's values are in SI, 'units: \{x: m, m: kg"),
+    ("method: [a, b]\n", r"bad.yaml:3: 'method' must be a name"),
+    ("settings: [a, b]\n", r"bad.yaml:3: 'settings' must be a mapping"),
+    ("settings: {prep: [1, 2]}\n", r"bad.yaml:3: 'settings.prep' must be a mapping"),
+    ("source:\n  signals: enc.pos\n", r"bad.yaml:4: 'source.signals' must be a mapping"),
+    ("v_blend: true\n", r"bad.yaml:3: v_blend must be a number from 0 to 10"),
+    ("directions_extra: 1\n", r"bad.yaml:3: unknown key 'directions_extra' in a model file; "
+                              r"did you mean 'directions'\?"),
+], ids=["typo", "unknown", "units", "method", "settings", "prep", "signals", "v_blend-bool",
+        "near-miss"])
+def test_unknown_or_malformed_top_level_entries_name_the_line(tmp_path, text, message):
+    """Issue 18: unknown top-level keys were accepted silently, and a list where a mapping
+    belongs was a TypeError traceback in verify."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("format: hapflow-impedance-model\nversion: 1\n" + text + GOOD_DIRECTIONS)
+    with pytest.raises(ModelFileError, match=message):
+        ImpedanceModel.load(bad)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("  positiv: {}\n", r"bad.yaml:5: unknown key 'positiv' in 'directions'; did you mean "
+                        r"'positive'\? Valid keys: positive, negative"),
+    ("  negative: {x: [0], m: [0], b: [0], k: [1], F0: [0], F_0: [0]}\n",
+     r"bad.yaml:5: unknown key 'F_0' in direction 'negative'; did you mean 'F0'\?"),
+], ids=["direction", "parameter"])
+def test_unknown_keys_in_directions_name_the_line(tmp_path, text, message):
+    bad = tmp_path / "bad.yaml"
+    good = GOOD_DIRECTIONS.split("\n")
+    bad.write_text("format: hapflow-impedance-model\nversion: 1\n" + good[0] + "\n" + good[1]
+                   + "\n" + text)
+    with pytest.raises(ModelFileError, match=message):
+        ImpedanceModel.load(bad)
+
+
+def test_a_saved_model_names_only_known_keys(tmp_path):
+    """Every key the writer puts in a file is one the reader accepts (the check above is
+    no stricter than the format)."""
+    model = small_model()
+    model.polynomial = {"m": 0.5, "k1": 100.0}
+    model.fit, model.diagnostics = {"nrmse_percent": 1.0}, {"note": 1}
+    back = ImpedanceModel.load(model.save(tmp_path / "m.yaml"))
+    np.testing.assert_array_equal(back.table(), model.table())
+
+
 def test_malformed_files_say_what_is_wrong(tmp_path):
     bad = tmp_path / "bad.yaml"
     cases = [("just: text\n", "not a hapflow impedance model"),
