@@ -30,22 +30,27 @@ from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
 
-def _check_levels(block: Block, changed: str | None, tau: float) -> None:
-    """Switching needs ``u1/tau > s1 > s2 > u2/tau`` (the rule of SwitchingFirstOrder)."""
-    u1, u2, s1, s2 = (block.values[k] for k in ("u1", "u2", "s1", "s2"))
-    if not u1 / tau > s1 > s2 > u2 / tau:
-        raise ParamError(changed or "s1", f"switching needs u1/tau > s1 > s2 > u2/tau at the "
-                                          f"initial estimate (got u1/tau = {u1 / tau:g}, s1 = "
-                                          f"{s1:g}, s2 = {s2:g}, u2/tau = {u2 / tau:g})")
+class TauObserver:
+    """What the two observers share: the initial estimate ``tau0`` and the system's known
+    inputs and switching levels, which must switch at ``tau0``."""
+
+    params = {"tau0": Live(0.5, unit="1/s", check=positive, doc="initial estimate of tau"),
+              "u1": Live(2.0, unit="1/s", doc="input in mode 1 (known)"),
+              "u2": Live(0.0, unit="1/s", doc="input in mode 2 (known)"),
+              "s1": Live(1.5, doc="switching level 1 -> 2, x rising (known)"),
+              "s2": Live(0.5, doc="switching level 2 -> 1, x falling (known)")}
+
+    def validate(self, changed: str | None) -> None:
+        """Switching needs ``u1/tau > s1 > s2 > u2/tau`` (the rule of SwitchingFirstOrder)."""
+        u1, u2, s1, s2, tau = (self.values[k] for k in ("u1", "u2", "s1", "s2", "tau0"))
+        if not u1 / tau > s1 > s2 > u2 / tau:
+            raise ParamError(changed or "s1", f"switching needs u1/tau > s1 > s2 > u2/tau at "
+                                              f"the initial estimate (got u1/tau = "
+                                              f"{u1 / tau:g}, s1 = {s1:g}, s2 = {s2:g}, "
+                                              f"u2/tau = {u2 / tau:g})")
 
 
-_LEVELS = {"u1": Live(2.0, unit="1/s", doc="input in mode 1 (known)"),
-           "u2": Live(0.0, unit="1/s", doc="input in mode 2 (known)"),
-           "s1": Live(1.5, doc="switching level 1 -> 2, x rising (known)"),
-           "s2": Live(0.5, doc="switching level 2 -> 1, x falling (known)")}
-
-
-class SwitchingGradientObserver(Block):
+class SwitchingGradientObserver(TauObserver, Block):
     """Continuous-time gradient adaptation of ``tau`` (seed 001 section 3).
 
     An adjustable copy of the switching system, pulled towards the measured
@@ -86,8 +91,7 @@ class SwitchingGradientObserver(Block):
                "sens": Out(1, unit="s", depends="state", doc="dx^/dtau^"),
                "agree": Out(1, dtype="i8", unit="", depends=("mode",),
                             doc="1 while the modes agree")}
-    params = {"tau0": Live(0.5, unit="1/s", check=positive, doc="initial estimate of tau"),
-              **_LEVELS,
+    params = {**TauObserver.params,
               "x0": Live(0.0, doc="initial model state (mode 1)"),
               "gain": Live(2.0, check=positive, doc="adaptation gain"),
               "injection": Live(1.0, unit="1/s", check=nonnegative, doc="output injection L"),
@@ -97,17 +101,13 @@ class SwitchingGradientObserver(Block):
     derived = {"own_modes": Derived(lambda b: b.modes == "own",
                                     doc="1: the model switches on its own state")}
     cstate = ("x_hat", "sens", "tau")
+    initial_from = {"x_hat": "x0", "tau": "tau0"}
     istate = 1
     nguards = 1
 
-    def validate(self, changed: str | None) -> None:
-        _check_levels(self, changed, self.tau0)
-
     def initial_state(self):
         x, d, m = super().initial_state()
-        x[GRADIENT_X.x_hat] = self.x0
-        x[GRADIENT_X.tau] = self.tau0
-        m[0] = 1 if self.x0 < self.s1 else 2
+        m[0] = 1 if self.x0 < self.s1 else 2        # the model's mode at its initial state
         return x, d, m
 
     @staticmethod
@@ -161,7 +161,7 @@ def _interval(tau, u, start, end):
     return span, slope
 
 
-class SwitchingNewtonObserver(Block):
+class SwitchingNewtonObserver(TauObserver, Block):
     """Newton observer of ``tau`` on the switching system's impact map (seed 001 section 4).
 
     The impact map takes the system from one switching surface to the next:
@@ -187,19 +187,11 @@ class SwitchingNewtonObserver(Block):
     outputs = {"tau": Out(1, unit="1/s", depends="state", doc="estimate of tau"),
                "updates": Out(1, dtype="i8", unit="count", depends="state",
                               doc="Newton updates so far")}
-    params = {"tau0": Live(0.5, unit="1/s", check=positive, doc="initial estimate of tau"),
-              **_LEVELS,
+    params = {**TauObserver.params,
               "iterations": Live(1, check=positive, doc="Newton steps per switch")}
     dstate = ("tau", "last", "seen")
+    initial_from = {"tau": "tau0"}
     istate = 2
-
-    def validate(self, changed: str | None) -> None:
-        _check_levels(self, changed, self.tau0)
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        d[NEWTON_D.tau] = self.tau0
-        return x, d, m
 
     @staticmethod
     @njit

@@ -91,8 +91,8 @@ class Tone:
         return np.where(tau >= 0.0, parts.sum(axis=1), 0.0)
 
 
-class Voices:
-    """Notes sounding at once: each an onset time (s) and a peak amplitude of one :class:`Tone`.
+class AudioGrid:
+    """Audio computed on the sample grid ``t_n = n / rate``.
 
     Parameters
     ----------
@@ -102,6 +102,18 @@ class Voices:
 
     def __init__(self, rate: float):
         self.rate = float(rate)
+
+    def times(self, n0: int, n1: int) -> np.ndarray:
+        """Times (s) of the audio samples ``n0 <= n < n1``."""
+        return np.arange(n0, n1, dtype=np.float64) / self.rate
+
+
+class Voices(AudioGrid):
+    """Notes sounding at once on an :class:`AudioGrid`: each an onset time (s) and a peak
+    amplitude of one :class:`Tone`."""
+
+    def __init__(self, rate: float):
+        super().__init__(rate)
         self.active: list[tuple[float, float, Tone]] = []
 
     def strike(self, t: float, amplitude: float, tone: Tone) -> None:
@@ -110,7 +122,7 @@ class Voices:
 
     def render(self, n0: int, n1: int) -> np.ndarray:
         """Audio samples ``n0 <= n < n1`` (at times ``n / rate``) of every voice, summed."""
-        times = np.arange(n0, n1, dtype=np.float64) / self.rate
+        times = self.times(n0, n1)
         out = np.zeros(times.size)
         for onset, amplitude, tone in self.active:
             if times.size and times[-1] >= onset:
@@ -120,22 +132,17 @@ class Voices:
         return out
 
 
-class Resampler:
-    """Linear interpolation of a sampled signal onto the audio grid ``n / rate``.
+class Resampler(AudioGrid):
+    """Linear interpolation of a sampled signal onto an :class:`AudioGrid`.
 
     Feed the signal chunk by chunk with its sample times; each call returns
     the audio samples up to the last sample time given (the last input
     sample is kept to bridge chunks).  The error of a smooth signal is at
     most ``h^2 max|u''| / 8`` for input sample spacing ``h``.
-
-    Parameters
-    ----------
-    rate : float
-        Audio sample rate in Hz.
     """
 
     def __init__(self, rate: float):
-        self.rate = float(rate)
+        super().__init__(rate)
         self.next = 0
         self.last: tuple[float, float] | None = None
 
@@ -148,7 +155,7 @@ class Resampler:
             u = np.concatenate([[self.last[1]], u])
         self.last = (float(t[-1]), float(u[-1]))
         stop = math.floor(t[-1] * self.rate + 1e-9) + 1
-        grid = np.arange(self.next, stop, dtype=np.float64) / self.rate
+        grid = self.times(self.next, stop)
         self.next = max(self.next, stop)
         return np.interp(grid, t, u)
 

@@ -101,12 +101,8 @@ class DCMotor(Block):
                               doc="Ke N"),
                "electrical": Derived(_electrical_pole, unit="1/s", doc="R / L")}
     cstate = ("current", "angle", "speed")
+    initial_from = {"angle": "angle0"}
     position_states = (1,)
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[MOTOR_X.angle] = self.angle0
-        return x, d, m
 
     @staticmethod
     @njit

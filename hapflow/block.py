@@ -40,7 +40,7 @@ from typing import Any, Callable, ClassVar, Iterator
 import numpy as np
 
 from .errors import GraphError, Where, suggest, valid_list
-from .names import SCALAR_KINDS, Derived, offsets, state_sizes
+from .names import SCALAR_KINDS, Derived, offsets, spans, state_sizes
 from .params import Param
 from .ports import In, Out
 
@@ -144,6 +144,10 @@ class Block:
     position_states: tuple[int, ...] = ()
     """Indices of continuous states integrated after the others by
     semi-implicit Euler (positions whose derivative is a velocity state)."""
+    initial_from: ClassVar[dict[str, str]] = {}
+    """Named continuous or discrete states that start at a parameter's value,
+    ``{state: parameter}`` (``{"angle": "angle0"}``); the others start at zero
+    (override :meth:`initial_state` for more)."""
     random_streams: int = 0
     """Number of random streams (see :mod:`hapflow.rng`); stream k lives in
     ``m[istate + k]`` and is seeded from the graph seed and the block name."""
@@ -170,9 +174,20 @@ class Block:
             raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes, "
                             "the graph-file block keys type/rate/tick_offset or a parameter")
         cls._name_offsets()
+        cls._check_initial()
         if register:
             from . import registry
             registry.register(cls)
+
+    @classmethod
+    def _check_initial(cls) -> None:
+        named = [n for title in ("X", "D")
+                 for n in getattr(getattr(cls, title, None), "_fields", ())]
+        wrong = [f"{s}: {p}" for s, p in cls.initial_from.items()
+                 if s not in named or p not in cls.params]
+        if wrong:
+            raise TypeError(f"{cls.__name__}.initial_from: {', '.join(wrong)} does not map a "
+                            f"named state ({', '.join(named) or 'none'}) to a parameter")
 
     @classmethod
     def _name_offsets(cls) -> None:
@@ -321,9 +336,14 @@ class Block:
                       for n, d in self.derived.items()]
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Initial continuous, discrete and integer state (override; default zeros)."""
-        return (np.zeros(self.cstate), np.zeros(self.dstate),
-                np.zeros(self.istate, dtype=np.int64))
+        """Initial continuous, discrete and integer state: zeros, and the states named in
+        :attr:`initial_from` at their parameters' values (override for more)."""
+        x, d = np.zeros(self.cstate), np.zeros(self.dstate)
+        for values, named in ((x, getattr(self, "X", None)), (d, getattr(self, "D", None))):
+            for name, at, size in spans(named, values.size) if named is not None else ():
+                if name in self.initial_from:
+                    values[at:at + size] = self.values[self.initial_from[name]]
+        return x, d, np.zeros(self.istate, dtype=np.int64)
 
     def kernels(self) -> dict[str, Callable]:
         """The block's kernels by name (override to specialise on structural parameters)."""

@@ -159,3 +159,26 @@ def test_a_param_error_is_a_hapflow_error_naming_block_parameter_file_and_line()
     assert str(err.value) == "block 'spring' (NamedSpring): 'x_min' must be < 'x_max'"
     again = pickle.loads(pickle.dumps(err.value))          # crosses process boundaries (studies)
     assert (str(again), again.param, again.block) == (str(err.value), "x_max", "spring")
+
+
+def test_initial_from_starts_named_states_at_parameter_values():
+    class Started(Block, register=False):
+        params = {"x0": Live(0.25, unit="m"), "q0": Live([1.0, 2.0, 3.0], kind="floats")}
+        cstate = ("pos", "vel")
+        dstate = {"count": 1, "q": 3}
+        initial_from = {"pos": "x0", "q": "q0"}
+    x, d, m = Started(x0=-0.5).initial_state()
+    np.testing.assert_array_equal(x, [-0.5, 0.0])
+    np.testing.assert_array_equal(d, [0.0, 1.0, 2.0, 3.0])
+    assert m.size == 0
+    x, _, _ = hf.blocks.DCMotor(angle0=0.3).initial_state()
+    assert x[hf.blocks.DCMotor.X.angle] == 0.3 and x[hf.blocks.DCMotor.X.current] == 0.0
+
+
+def test_initial_from_must_name_a_state_and_a_parameter():
+    with pytest.raises(TypeError, match=r"Loose.initial_from: speed: x0 does not map a named "
+                                        r"state \(pos, vel\) to a parameter"):
+        class Loose(Block, register=False):
+            params = {"x0": Live(0.0)}
+            cstate = ("pos", "vel")
+            initial_from = {"speed": "x0"}
