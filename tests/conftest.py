@@ -12,6 +12,9 @@ import pytest
 from hapflow import registry
 
 os.environ.setdefault("HAPFLOW_CACHE_DIR", os.path.join(tempfile.gettempdir(), "hapflow-test-cache"))
+# Hypothesis keeps its example database and constants cache out of the working tree too
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), "hapflow-test-hypothesis"))
 ROOT = Path(__file__).resolve().parents[1]
 NOT_OUTPUT = {".git", ".venv", ".pytest_cache", "__pycache__"}
 """Folders of the working tree that tools write (bytecode, pytest's cache): not test output."""
@@ -25,8 +28,8 @@ def working_tree_files() -> dict[str, int]:
     cache = Path(os.environ["HAPFLOW_CACHE_DIR"]).resolve()
     files = {}
     for folder, subfolders, names in os.walk(ROOT):
-        subfolders[:] = [d for d in subfolders if d not in NOT_OUTPUT and not d.endswith(".egg-info")
-                         and Path(folder, d).resolve() != cache]
+        subfolders[:] = [d for d in subfolders if d not in NOT_OUTPUT
+                         and not d.endswith(".egg-info") and Path(folder, d).resolve() != cache]
         for name in names:
             path = Path(folder, name)
             files[str(path.relative_to(ROOT))] = path.lstat().st_mtime_ns
