@@ -41,6 +41,7 @@ from hapflow.block import Block, ParamError
 from hapflow.closures import frozen
 from hapflow.errors import GraphError
 from hapflow.jit import njit_noalloc
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
@@ -373,21 +374,57 @@ class _Estimator:
                         "P_diag": Out(n, doc="diagonal of the posterior covariance P[k|k]"),
                         "innovation": Out(m, unit="=z", doc="z[k] - H x[k|k-1]")}
 
-    def _flat(self, name: str, size: int, default: np.ndarray | None = None) -> np.ndarray:
-        value = self.values[name]
-        if value is None:
-            return np.zeros(size) if default is None else default.ravel()
-        return np.asarray(value, dtype=np.float64)
-
-    def _model_vector(self) -> np.ndarray:
-        """``[A, B, H, Q, R, x0, P0]`` flat (zeros for an unused A, B; for a nonlinear model H
-        selects its first m states, the measurement of a model without ``h``)."""
+    def matrix(self, name: str) -> np.ndarray:
+        """Matrix (or vector) parameter ``name`` flat, as the kernels read it: its value, else
+        zeros (``P0``: the identity; ``H`` of a nonlinear model: the selection of its first
+        ``m`` states, the measurement of a model without ``h``)."""
         n, m, l = self.states, self.measurements, self.controls
-        hm = self._flat("H", m * n) if self.linear_model else np.eye(m, n).ravel()
-        return np.concatenate([self._flat("A", n * n), self._flat("B", n * l),
-                               hm, self._flat("Q", n * n),
-                               self._flat("R", m * m), self._flat("x0", n),
-                               self._flat("P0", n * n, np.eye(n))])
+        if name == "H" and not self.linear_model:
+            return np.eye(m, n).ravel()
+        value = self.values[name]
+        if value is not None:
+            return np.asarray(value, dtype=np.float64)
+        size = {"A": n * n, "B": n * l, "H": m * n, "Q": n * n, "R": m * m, "x0": n}
+        return np.eye(n).ravel() if name == "P0" else np.zeros(size[name])
+
+    def sigma_count(self) -> int:
+        """Number of sigma points (0: no sigma points)."""
+        return 0
+
+    def layout(self) -> "Layout":
+        """This filter's :class:`Layout`: its sizes and flags and where its values lie in
+        ``p`` (by name, from the packing); all of it follows from structural parameters."""
+        at = self.packed_offsets()
+        return Layout(n=self.states, m=self.measurements, l=self.controls,
+                      bu=int(self.control_matrix),
+                      numjac=int(self.values.get("jacobian") == "numeric"),
+                      ns=self.sigma_count(), simplex=int(self.values.get("sigma") == "simplex"),
+                      **{name: getattr(at, name, -1) for name in PACKED})
+
+    def validate(self, changed: str | None) -> None:
+        """The matrices' sizes, symmetry and definiteness (:meth:`check_matrices`)."""
+        self.check_matrices()
+
+
+Layout = namedtuple("Layout", "n m l bu numjac ns simplex dt lamn wm wc chi A B H Q R x0 P0 coeffs")
+Layout.__doc__ = """What a filter step reads besides its arrays: sizes ``n, m, l``, flags (``B u``
+term, numeric Jacobians, simplex set), the number of sigma points ``ns``, then the offset in
+``p`` of each packed value (-1: the filter has none): sample time, ``n + lambda``, the
+sigma-point weights ``Wm``, ``Wc`` and unit simplex ``chi``, the model matrices and the
+model coefficients.  The steps are compiled with it as a constant."""
+PACKED = Layout._fields[7:]
+"""The fields of :class:`Layout` that are offsets of packed values (by the same names)."""
+
+MATRICES = {name: Derived(lambda b, name=name: b.matrix(name), size=size, doc=doc)
+            for name, size, doc in (
+                ("A", lambda b: b.states ** 2, "state transition, flat"),
+                ("B", lambda b: b.states * b.controls, "control matrix, flat"),
+                ("H", lambda b: b.measurements * b.states, "measurement matrix, flat"),
+                ("Q", lambda b: b.states ** 2, "process noise covariance, flat"),
+                ("R", lambda b: b.measurements ** 2, "measurement noise covariance, flat"),
+                ("x0", lambda b: b.states, "initial state estimate"),
+                ("P0", lambda b: b.states ** 2, "initial covariance, flat"))}
+"""The model matrices as the kernels read them (:meth:`_Estimator.matrix`)."""
 
 
 # ------------------------------------------------------------------ linear Kalman filter
@@ -399,29 +436,30 @@ def commit_posterior(d, p, n):
 
 
 @njit_noalloc
-def _init_from(d, p, p0, n):
-    """``x = x0``, ``P = P0`` from ``p[p0:]``."""
-    for i in range(n + n * n):
-        d[i] = p[p0 + i]
+def init_from(d, p, x0, p0, n):
+    """``x = x0``, ``P = P0`` from ``p[x0:]`` and ``p[p0:]``."""
+    for i in range(n):
+        d[i] = p[x0 + i]
+    for i in range(n * n):
+        d[n + i] = p[p0 + i]
 
 
 @lru_cache(maxsize=None)
-def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
-                 post: tuple[int, int, int], mo: int, controls: bool,
-                 init: Callable) -> dict[str, Callable]:
+def _specialised(core: Callable, layout: "Layout", post: tuple[int, int, int],
+                 mo: int) -> dict[str, Callable]:
     """The ``output``, ``update`` and ``init`` kernels of one filter structure.
 
     ``core(d, p, z, u, layout)`` is a filter step of :func:`filter_steps`
     built over operations with fixed shapes (:func:`fixed_ops`); ``layout``
-    (sizes, flags and parameter offsets) is frozen into the compiled step as
-    constants.  ``post = (xn, pn, y)`` are the offsets of the posterior estimate,
+    (:class:`Layout`: sizes, flags and parameter offsets) is frozen into the compiled
+    step as constants.  ``post = (xn, pn, y)`` are the offsets of the posterior estimate,
     covariance and innovation in ``d``; ``mo`` that of the mode pair (-1:
     none).  Memoised, so a process compiles each structure once; everything
     here follows from structural parameters, which the kernel cache key
     includes.
     """
     XN, PN, Y = post
-    N, M, MO, NP = n, m, mo, n + 1
+    N, M, MO, NP, X0, P0 = layout.n, layout.m, mo, layout.n + 1, layout.x0, layout.P0
     # the bodies below are pasted into the generated kernel (hapflow.inline), so they
     # call the step directly and write the ports in loops: no further compiled functions
 
@@ -455,7 +493,11 @@ def _specialised(core: Callable, layout: tuple[int, ...], n: int, m: int,
         if MO >= 0:
             d[MO] = d[MO + 1]
 
-    if controls:
+    @njit_noalloc
+    def init(x, d, m, p):
+        init_from(d, p, X0, P0, N)
+
+    if layout.l > 0:
         return {"output": output_u, "update": update_u, "init": init}
     return {"output": output, "update": update, "init": init}
 
@@ -492,6 +534,7 @@ class KalmanFilter(_Estimator, Block):
     """
 
     params = dict(COMMON)
+    derived = MATRICES
 
     def configure(self) -> None:
         self.check_matrices()
@@ -499,31 +542,14 @@ class KalmanFilter(_Estimator, Block):
         self.dstate = _ekf_offsets.py_func(n, m)[12] + n * n
         self._ports()
 
-    def pack(self) -> np.ndarray:
-        self.check_matrices()
-        head = np.array([self.states, self.measurements, self.controls], dtype=np.float64)
-        return np.concatenate([head, self._model_vector()])
-
-    @staticmethod
-    @njit_noalloc
-    def init(x, d, m, p):
-        n, nm, nl = int(p[0]), int(p[1]), int(p[2])
-        _init_from(d, p, 3 + 2 * n * n + n * nl + nm * n + nm * nm, n)
-
     def kernels(self) -> dict[str, Callable]:
         n, m, l = self.states, self.measurements, self.controls
         off = _ekf_offsets.py_func(n, m)
         core = filter_steps(fixed_ops(n, m, l, 0, False)).kf
-        return _specialised(core, (n, m, l), n, m, (off[2], off[3], off[6]), -1, l > 0,
-                            KalmanFilter.init)
+        return _specialised(core, self.layout(), (off[2], off[3], off[6]), -1)
 
 
 # ------------------------------------------------------------------ nonlinear filters
-# header of the EKF/UKF parameter vector: sizes, sample time, flags, sigma-point set,
-# then the offsets of the sections that follow
-(_N, _M, _L, _DT, _BU, _NUMJAC, _NS, _SIMPLEX, _LAMN,
- _PWM, _PWC, _PCHI, _PA, _PB, _PH, _PQ, _PR, _PX0, _PC) = range(19)
-_HEAD = 19
 FD_STEP = 6e-6
 """Relative step of the central finite differences (about the cube root of eps)."""
 
@@ -582,8 +608,8 @@ _Steps = namedtuple("_Steps", "kf ekf ukf")
 def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
     """The KF, EKF and UKF steps built over the operation set ``ops`` and the model ``model``.
 
-    Each step is ``step(d, p, z, u, c)`` with ``c`` the layout tuple (KF:
-    ``(n, m, l)``; EKF/UKF: :meth:`_Nonlinear.layout`) and returns the
+    Each step is ``step(d, p, z, u, c)`` with ``c`` the filter's :class:`Layout`
+    (:meth:`_Estimator.layout`) and returns the
     offsets of the posterior ``x``, ``P`` and the innovation in ``d``.  The
     operations and the model's functions (see
     :mod:`~hapflow.blocks.estimation_models`) are bound as closure
@@ -646,16 +672,11 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
 
     @njit_noalloc
     def _kf_core(d, p, z, u, c):
-        """One linear Kalman step (see :class:`KalmanFilter`); ``c = (n, m, l)``.
+        """One linear Kalman step (see :class:`KalmanFilter`) on layout ``c``.
 
         Returns the offsets of the posterior ``x``, ``P`` and the innovation in ``d``.
         """
-        n, m, l = c
-        pa = 3
-        pb = pa + n * n
-        ph = pb + n * l
-        pq = ph + m * n
-        pr = pq + n * n
+        n, m, l, pa, pb, ph, pq, pr = c.n, c.m, c.l, c.A, c.B, c.H, c.Q, c.R
         X, P, XN, PN, XP, PP, Y, S, LS, PHT, K, NK, T = _ekf_offsets(n, m)[:13]
         # predict: xp = A x + B u, Pp = A P A' + Q
         op_ax(p, pa, d, X, d, XP, n, n, 1, False, False, False)
@@ -680,30 +701,30 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         ``d[xo:]`` (into ``d[mo + 1]``; returned) and the model's values prepared from ``u``
         (into ``d[mo + 2:]``)."""
         if rule is not None:
-            d[mo + 1] = rule(d, xo, p, c[_PC], int(d[mo]))
+            d[mo + 1] = rule(d, xo, p, c.coeffs, int(d[mo]))
         if prepare is not None:
-            prepare(p, c[_PC], u, d, mo + 2)
+            prepare(p, c.coeffs, u, d, mo + 2)
         return int(d[mo + 1])
 
     @njit_noalloc
     def _fx(p, s, so, out, oo, u, mode, w, c):
         """Propagate the state ``s[so:so+n]`` over one sample into ``out[oo:]`` (layout ``c``;
         the model's prepared values at ``s[w:]``)."""
-        n, l = c[_N], c[_L]
+        n, l = c.n, c.l
         if linear:
-            op_ax(p, c[_PA], s, so, out, oo, n, n, 1, False, False, False)
+            op_ax(p, c.A, s, so, out, oo, n, n, 1, False, False, False)
         else:
-            f(s, so, out, oo, p, c[_PC], u, p[_DT], mode, w)
-        if l > 0 and c[_BU] != 0:
-            op_bu(p, c[_PB], u, 0, out, oo, n, l, 1, False, True, False)
+            f(s, so, out, oo, p, c.coeffs, u, p[c.dt], mode, w)
+        if l > 0 and c.bu != 0:
+            op_bu(p, c.B, u, 0, out, oo, n, l, 1, False, True, False)
 
     @njit_noalloc(inline="always")
     def _hx(p, s, so, out, oo, c):
         """Predicted measurement of the state ``s[so:so+n]`` into ``out[oo:oo+m]``."""
         if linear_h:
-            op_hx(p, c[_PH], s, so, out, oo, c[_M], c[_N], 1, False, False, False)
+            op_hx(p, c.H, s, so, out, oo, c.m, c.n, 1, False, False, False)
         else:
-            h(s, so, out, oo, p, c[_PC])
+            h(s, so, out, oo, p, c.coeffs)
 
     @njit_noalloc
     def _fd_columns(d, p, x, xo, jac, jo, rows, n, wa, wb, u, mode, w, meas, c):
@@ -730,37 +751,37 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
 
     @njit_noalloc
     def _ekf_core(d, p, z, u, c):
-        """One EKF step on layout ``c`` (see :meth:`_Nonlinear.layout`)."""
-        n, m = c[_N], c[_M]
+        """One EKF step on layout ``c`` (see :class:`Layout`)."""
+        n, m = c.n, c.m
         X, P, XN, PN, XP, PP, Y, S, LS, PHT, K, NK, T, FJ, HJ, WA, WB, MO = _ekf_offsets(n, m)
-        numeric = c[_NUMJAC] != 0
+        numeric = c.numjac != 0
         mode, W = _start(d, p, X, MO, u, c), MO + 2
         # predict: xp = f(x, u), F = df/dx at x, Pp = F P F' + Q
         _fx(p, d, X, d, XP, u, mode, W, c)
         if linear and not numeric:
             for i in range(n * n):
-                d[FJ + i] = p[c[_PA] + i]
+                d[FJ + i] = p[c.A + i]
         elif fjac is not None and not numeric:
-            fjac(d, X, p, c[_PC], u, p[_DT], mode, d, FJ, W)
+            fjac(d, X, p, c.coeffs, u, p[c.dt], mode, d, FJ, W)
         else:
             _fd_columns(d, p, d, X, d, FJ, n, n, WA, WB, u, mode, W, False, c)
         op_nnn(d, FJ, d, P, d, T, n, n, n, False, False, False)
         op_nnt(d, T, d, FJ, d, PP, n, n, n, True, False, True)
-        pq = c[_PQ]
+        pq = c.Q
         for i in range(n * n):
             d[PP + i] += p[pq + i]
         if noise is not None:
-            noise(d, W, p, c[_PC], u, d, PP)
+            noise(d, W, p, c.coeffs, u, d, PP)
         # update: y = z - h(xp), H = dh/dx at xp, Joseph-form correction
         _hx(p, d, XP, d, WA, c)
         for i in range(m):
             d[Y + i] = z[i] - d[WA + i]
         if linear_h and not numeric:
             for i in range(m * n):
-                d[HJ + i] = p[c[_PH] + i]
+                d[HJ + i] = p[c.H + i]
         else:
             _fd_columns(d, p, d, XP, d, HJ, m, n, WA, WB, u, mode, W, True, c)
-        _joseph(d, d, HJ, p, c[_PR], n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
+        _joseph(d, d, HJ, p, c.R, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
     @njit_noalloc
@@ -771,15 +792,15 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         spherical simplex ``x + L chi_i`` (``i = 0 .. n+1``) from ``L L' = P`` and
         the unit simplex ``chi`` computed at build time (:func:`simplex_points`).
         """
-        simplex = c[_SIMPLEX] != 0
-        op_chol_n(d, po, 1.0 if simplex else p[_LAMN], d, lo, n)
-        op_points(d, p, xo, lo, so, n, c[_NS], simplex, c[_PCHI])
+        simplex = c.simplex != 0
+        op_chol_n(d, po, 1.0 if simplex else p[c.lamn], d, lo, n)
+        op_points(d, p, xo, lo, so, n, c.ns, simplex, c.chi)
 
     @njit_noalloc
     def _ukf_core(d, p, z, u, c):
-        """One UKF step on layout ``c`` (see :meth:`_Nonlinear.layout`)."""
-        n, m, ns = c[_N], c[_M], c[_NS]
-        pwm, pwc = c[_PWM], c[_PWC]
+        """One UKF step on layout ``c`` (see :class:`Layout`)."""
+        n, m, ns = c.n, c.m, c.ns
+        pwm, pwc = c.wm, c.wc
         X, P, XN, PN, SIG, SF, SH, LC, XP, PP, ZP, S, LS, PXZ, K, Y, T, MO = _ukf_offsets(n, m, ns)
         mode, W = _start(d, p, X, MO, u, c), MO + 2
         # predict: propagate the sigma points of (x, P) and take their weighted moments
@@ -787,25 +808,25 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         for i in range(ns):
             _fx(p, d, SIG + i * n, d, SF + i * n, u, mode, W, c)
         op_wmean_n(d, SF, n, ns, p, pwm, XP)
-        op_wcov_nn(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, c[_PQ], True)
+        op_wcov_nn(d, SF, XP, n, SF, XP, n, ns, p, pwc, PP, c.Q, True)
         if noise is not None:
-            noise(d, W, p, c[_PC], u, d, PP)
+            noise(d, W, p, c.coeffs, u, d, PP)
         if linear_h:
             # update with z = H x: the unscented transform of a linear map is exact (both
             # sigma sets reproduce the prior's mean and covariance), so in closed form
             # zp = H xp, Pxz = Pp H', S = H Pp H' + R
-            op_hx(p, c[_PH], d, XP, d, ZP, m, n, 1, False, False, False)
-            op_pht(d, PP, p, c[_PH], d, PXZ, n, n, m, True, False, False)
-            op_hpht(p, c[_PH], d, PXZ, d, S, m, n, m, False, False, True)
+            op_hx(p, c.H, d, XP, d, ZP, m, n, 1, False, False, False)
+            op_pht(d, PP, p, c.H, d, PXZ, n, n, m, True, False, False)
+            op_hpht(p, c.H, d, PXZ, d, S, m, n, m, False, False, True)
             for i in range(m * m):
-                d[S + i] += p[c[_PR] + i]
+                d[S + i] += p[c.R + i]
         else:
             # update: fresh sigma points of the prior through the measurement
             _sigmas(d, p, XP, PP, LC, SIG, n, c)
             for i in range(ns):
                 _hx(p, d, SIG + i * n, d, SH + i * m, c)
             op_wmean_m(d, SH, m, ns, p, pwm, ZP)
-            op_wcov_mm(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, c[_PR], True)
+            op_wcov_mm(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, c.R, True)
             op_wcov_nm(d, SIG, XP, n, SH, ZP, m, ns, p, pwc, PXZ, -1, False)
         op_chol_m(d, S, 1.0, d, LS, m)
         for i in range(n * m):
@@ -885,13 +906,20 @@ NONLINEAR.update({
 })
 
 
+def _sample_time(block: Block) -> float:
+    if block.sample_time is None:
+        raise GraphError(f"{type(block).__name__}: the sample time is not known until the "
+                         "block is added to a graph")
+    return block.sample_time
+
+
 class _Nonlinear(_Estimator):
     """Model selection, coefficients and parameter packing of the EKF and UKF (a mixin)."""
 
-    @staticmethod
-    @njit_noalloc
-    def init(x, d, m, p):
-        _init_from(d, p, int(p[_PX0]), int(p[_N]))
+    derived = {"dt": Derived(_sample_time, unit="s", doc="sample time"), **MATRICES,
+               "coeffs": Derived(lambda b: b.coefficients(),
+                                 size=lambda b: b.coefficients().size,
+                                 doc="the model's coefficients (pendulum: g, L, c)")}
 
     def _resolve_model(self) -> Model:
         spec = MODELS[self.model]
@@ -929,42 +957,17 @@ class _Nonlinear(_Estimator):
             raise ParamError("coeffs", f"parameter 'coeffs' of model {self.model!r}: {problem}")
         return coeffs
 
-    def _pack(self, ns: int, lamn: float, simplex: bool, wm: np.ndarray, wc: np.ndarray,
-              chi: np.ndarray) -> np.ndarray:
-        if self.sample_time is None:
-            raise GraphError(f"{type(self).__name__}: the sample time is not known until the "
-                             "block is added to a graph")
-        self.check_matrices()
-        head = np.array(self.layout(ns, simplex), dtype=np.float64)
-        head[_DT] = self.sample_time
-        head[_LAMN] = lamn
-        return np.concatenate([head, wm, wc, chi.ravel(), self._model_vector(),
-                               self.coefficients()])
+    def validate(self, changed: str | None) -> None:
+        """The matrices (:meth:`_Estimator.check_matrices`) and the model coefficients."""
+        super().validate(changed)
+        self.coefficients()
 
-    def layout(self, ns: int, simplex: bool) -> tuple[int, ...]:
-        """The integer head of the packed parameters (``_HEAD`` entries; ``_DT``, ``_LAMN`` 0).
-
-        Sizes ``n, m, l``, flags (``B u`` term, numeric
-        Jacobians, simplex set), number of sigma points ``ns``, then the
-        offsets in ``p`` of ``Wm, Wc, chi, A, B, H, Q, R, [x0, P0]`` and the
-        model coefficients.  All of it follows from structural parameters.
-        """
-        spec = MODELS[self.model]
-        n, m, l = self.states, self.measurements, self.controls
-        sizes = [ns, ns, n * ns if simplex else 0, n * n, n * l, m * n, n * n, m * m, n + n * n]
-        offsets = np.cumsum([_HEAD] + sizes).tolist()
-        return (n, m, l, 0, int(spec.control_matrix),
-                int(getattr(self, "jacobian", "auto") == "numeric"), ns, int(simplex), 0,
-                *offsets)
-
-    def _kernels(self, kind: str, ns: int, simplex: bool, post: tuple[int, int, int],
-                 mo: int) -> dict[str, Callable]:
+    def _kernels(self, kind: str, post: tuple[int, int, int], mo: int) -> dict[str, Callable]:
         """Kernels of the ``kind`` step (``ekf``, ``ukf``) specialised on this structure
         (see :func:`_specialised`)."""
-        n, m, l = self.states, self.measurements, self.controls
-        core = getattr(filter_steps(fixed_ops(n, m, l, ns, simplex), self.model), kind)
-        return _specialised(core, self.layout(ns, simplex), n, m, post, mo, l > 0,
-                            _Nonlinear.init)
+        layout = self.layout()
+        ops = fixed_ops(layout.n, layout.m, layout.l, layout.ns, bool(layout.simplex))
+        return _specialised(getattr(filter_steps(ops, self.model), kind), layout, post, mo)
 
     def _sizes_for(self, extra: int) -> None:
         self.check_matrices()
@@ -1013,13 +1016,9 @@ class ExtendedKalmanFilter(_Nonlinear, Block):
         n, m = self.states, self.measurements
         self._sizes_for(_ekf_offsets.py_func(n, m)[-1])
 
-    def pack(self) -> np.ndarray:
-        empty = np.zeros(0)
-        return self._pack(0, 0.0, False, empty, empty, empty)
-
     def kernels(self) -> dict[str, Callable]:
         off = _ekf_offsets.py_func(self.states, self.measurements)
-        return self._kernels("ekf", 0, False, (off[2], off[3], off[6]), off[-1])
+        return self._kernels("ekf", (off[2], off[3], off[6]), off[-1])
 
 
 class UnscentedKalmanFilter(_Nonlinear, Block):
@@ -1076,6 +1075,16 @@ class UnscentedKalmanFilter(_Nonlinear, Block):
         "kappa": Live(0.0, doc="merwe: secondary scaling (often 0 or 3 - n)"),
         "w0": Live(0.5, check=_weight_check, doc="simplex: weight of the central point"),
     })
+    derived = {"dt": _Nonlinear.derived["dt"],
+               "lamn": Derived(lambda b: b._weights()[0], doc="n + lambda (merwe; simplex: 0)"),
+               "wm": Derived(lambda b: b._weights()[1], size=lambda b: b.sigma_count(),
+                             doc="mean weights Wm"),
+               "wc": Derived(lambda b: b._weights()[2], size=lambda b: b.sigma_count(),
+                             doc="covariance weights Wc"),
+               "chi": Derived(lambda b: b.unit_simplex(),
+                              size=lambda b: b.states * b.sigma_count() * (b.sigma == "simplex"),
+                              doc="simplex: the unit sigma points, flat"),
+               **_Nonlinear.derived}
 
     def configure(self) -> None:
         self._resolve_model()
@@ -1108,14 +1117,18 @@ class UnscentedKalmanFilter(_Nonlinear, Block):
         _, wm, wc = self._weights()
         return wm, wc
 
-    def pack(self) -> np.ndarray:
-        lamn, wm, wc = self._weights()
-        simplex = self.sigma == "simplex"
-        chi = simplex_points(self.states, self.w0)[0] if simplex else np.zeros(0)
-        return self._pack(wm.size, lamn, simplex, wm, wc, chi)
+    def validate(self, changed: str | None) -> None:
+        """As the EKF's, and ``alpha``, ``kappa`` must give ``n + lambda > 0``."""
+        super().validate(changed)
+        self._weights()
+
+    def unit_simplex(self) -> np.ndarray:
+        """Julier's unit simplex ``chi`` (n x (n+2), :func:`simplex_points`) flat; empty
+        for the merwe set."""
+        if self.sigma != "simplex":
+            return np.zeros(0)
+        return simplex_points(self.states, self.w0)[0].ravel()
 
     def kernels(self) -> dict[str, Callable]:
-        ns = self.sigma_count()
-        off = _ukf_offsets.py_func(self.states, self.measurements, ns)
-        return self._kernels("ukf", ns, self.sigma == "simplex", (off[2], off[3], off[15]),
-                             off[-1])
+        off = _ukf_offsets.py_func(self.states, self.measurements, self.sigma_count())
+        return self._kernels("ukf", (off[2], off[3], off[15]), off[-1])

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
-from hapflow.names import offsets
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
@@ -104,13 +104,6 @@ _OUTPUT_OF = {"a": ("mass", "kg", "mass estimate m"),
               "x": ("stiffness", "N/m", "stiffness estimate k"),
               "1": ("offset", "N", "force offset estimate F0")}
 _DIRECTIONS = {"both": 0.0, "positive": 1.0, "negative": -1.0}
-EWLS_P = offsets("EWLS_P", [("forgetting", 1), ("p0", 1), ("deadband", 1), ("direction", 1),
-                            ("regressors", 1), ("inputs", 1), ("vel_input", 1), ("source", None)])
-"""The EWLS block's packed parameters, by name: the number of regressors and of inputs, the
-input index of ``vel`` (-1: none), then from ``source`` per regressor its input index (-1:
-the constant) and after those the regressor scales."""
-
-
 def _regressors(text: str) -> str | None:
     items = text.replace(",", "").replace(" ", "")
     if not items or any(c not in "avx1" for c in items) or len(set(items)) != len(items):
@@ -165,6 +158,19 @@ class EWLS(Block):
                        doc="regressor scales, one per regressor in 'avx1' order (default 1)"),
     }
 
+    derived = {
+        "gate": Derived(lambda b: _DIRECTIONS[b.direction],
+                        doc="direction gate: 0 both, +1 positive, -1 negative"),
+        "count": Derived(lambda b: len(b.regs), doc="number of regressors n"),
+        "input_count": Derived(lambda b: len(b.inputs), doc="number of inputs"),
+        "vel_input": Derived(lambda b: b.input_index("vel"), doc="input index of vel (-1: none)"),
+        "source": Derived(lambda b: [b.input_index(_INPUT_OF[r][0]) if r != "1" else -1
+                                     for r in b.regs], size=None,
+                          doc="per regressor, its input index (-1: the constant)"),
+        "scales": Derived(lambda b: b.values["scales"] or (1.0,) * len(b.regs), size=None,
+                          doc="regressor scales (after the n sources)"),
+    }
+
     def configure(self) -> None:
         regs = tuple(r for r in "avx1" if r in self.values["regressors"])
         self.regs = regs
@@ -195,20 +201,10 @@ class EWLS(Block):
             if any(s <= 0 for s in scales):
                 raise ParamError("scales", "parameter 'scales' must be > 0")
 
-    def pack(self) -> np.ndarray:
-        """The parameters laid out as :data:`EWLS_P` names them."""
-        n = len(self.regs)
+    def input_index(self, name: str) -> int:
+        """Position of input ``name`` among the inputs (-1: not an input)."""
         names = list(self.inputs)
-        p = np.empty(EWLS_P.source + 2 * n)
-        p[EWLS_P.forgetting], p[EWLS_P.p0], p[EWLS_P.deadband] = (self.forgetting, self.p0,
-                                                                  self.deadband)
-        p[EWLS_P.direction] = _DIRECTIONS[self.values["direction"]]
-        p[EWLS_P.regressors], p[EWLS_P.inputs] = n, len(names)
-        p[EWLS_P.vel_input] = names.index("vel") if "vel" in names else -1
-        p[EWLS_P.source:EWLS_P.source + n] = [names.index(_INPUT_OF[r][0]) if r != "1" else -1
-                                              for r in self.regs]
-        p[EWLS_P.source + n:] = self.values["scales"] or (1.0,) * n
-        return p
+        return names.index(name) if name in names else -1
 
     def initial_state(self):
         x, d, m = super().initial_state()
@@ -219,9 +215,9 @@ class EWLS(Block):
     @staticmethod
     @njit
     def output(t, x, d, m, p, *ports):
-        n = int(p[EWLS_P.regressors])
-        nin = int(p[EWLS_P.inputs])
-        sc0 = EWLS_P.source + n
+        n = int(p[EW.count])
+        nin = int(p[EW.input_count])
+        sc0 = EW.source + n
         for j in range(n):
             ports[nin + j][0] = ewls_parameter(d, j, p, sc0)
         ports[nin + n][0] = d[n * n + 3 * n]
@@ -229,16 +225,20 @@ class EWLS(Block):
     @staticmethod
     @njit
     def update(t, x, d, m, p, *inputs):
-        n = int(p[EWLS_P.regressors])
-        nin = int(p[EWLS_P.inputs])
-        direction = p[EWLS_P.direction]
+        n = int(p[EW.count])
+        nin = int(p[EW.input_count])
+        direction = p[EW.gate]
         if direction != 0.0:
-            v = inputs[int(p[EWLS_P.vel_input])][0]
-            if direction * v <= p[EWLS_P.deadband]:
+            v = inputs[int(p[EW.vel_input])][0]
+            if direction * v <= p[EW.deadband]:
                 return
         iphi = n + n * n
         for j in range(n):
-            k = int(p[EWLS_P.source + j])
+            k = int(p[EW.source + j])
             d[iphi + j] = inputs[k][0] if k >= 0 else 1.0
-        d[n * n + 3 * n] = ewls_step(d, n, inputs[nin - 1][0], p[EWLS_P.forgetting],
-                                     p[EWLS_P.p0], p, EWLS_P.source + n)
+        d[n * n + 3 * n] = ewls_step(d, n, inputs[nin - 1][0], p[EW.forgetting],
+                                     p[EW.p0], p, EW.source + n)
+
+
+EW = EWLS.P
+"""The EWLS block's packed parameters by name (the scales start at ``source + n``)."""

@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative
 from hapflow.ports import In, Out
 
@@ -90,6 +91,10 @@ class PiecewiseImpedance(Block):
                         doc="direction blend velocity (default: the model's)"),
     }
 
+    derived = {"model_table": Derived(lambda b: b.impedance_model.table(b.v_blend), size=None,
+                                      doc="the model's knots and values, as impedance_force "
+                                          "reads them")}
+
     def configure(self) -> None:
         v = self.values
         arrays = [n for n in ("x", "m", "b", "k", "f0", "x_neg", "m_neg", "b_neg", "k_neg", "f0_neg")
@@ -133,16 +138,13 @@ class PiecewiseImpedance(Block):
         """Where the mass is not positive (direction and position range), or None."""
         return nonpositive_mass(self.impedance_model)
 
-    def pack(self) -> np.ndarray:
-        return self.impedance_model.table(self.values["v_blend"])
-
     def structural_key(self) -> tuple:
         return (*super().structural_key(), _KERNEL_HASH)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, vel, acc, force):
-        force[0] = impedance_force(p, pos[0], vel[0], acc[0])
+        force[0] = impedance_force(p[PIECEWISE.model_table:], pos[0], vel[0], acc[0])
 
 
 START = {"x0": Structural(0.0, unit="m", doc="initial position"),
@@ -205,17 +207,19 @@ class Admittance(RendersAdmittance, PiecewiseImpedance):
     @njit
     def deriv(t, x, d, m, p, force, dx):
         dx[ADM_X.pos] = x[ADM_X.vel]
-        dx[ADM_X.vel] = admittance_accel(p, x[ADM_X.pos], x[ADM_X.vel], force[0])
+        dx[ADM_X.vel] = admittance_accel(p[PIECEWISE.model_table:], x[ADM_X.pos], x[ADM_X.vel],
+                                         force[0])
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force, pos, vel, acc):
         pos[0] = x[ADM_X.pos]
         vel[0] = x[ADM_X.vel]
-        acc[0] = admittance_accel(p, pos[0], vel[0], force[0])
+        acc[0] = admittance_accel(p[PIECEWISE.model_table:], pos[0], vel[0], force[0])
 
 
 ADM_X = Admittance.X
+PIECEWISE = PiecewiseImpedance.P
 
 
 class PolynomialImpedance(Block):
@@ -254,6 +258,9 @@ class PolynomialImpedance(Block):
         "v_blend": Live(None, unit="m/s", check=nonnegative,
                         doc="direction blend velocity (default: the model's, else 1e-3)"),
     }
+    derived = {"model_table": Derived(lambda b: polynomial_table(
+        b.coefficients, b.blend if b.v_blend is None else b.v_blend), size=None,
+        doc="the model's coefficients, as polynomial_force reads them")}
     MASS = "mass"
     """The parameter that sets the mass (blamed when a model file does not)."""
 
@@ -303,17 +310,13 @@ class PolynomialImpedance(Block):
                 "position (it does not depend on x): it cannot be driven by force "
                 "(admittance); give a positive mass")
 
-    def pack(self) -> np.ndarray:
-        vb = self.values["v_blend"]
-        return polynomial_table(self.coefficients, self.blend if vb is None else vb)
-
     def structural_key(self) -> tuple:
         return (*super().structural_key(), _KERNEL_HASH)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, vel, acc, force):
-        force[0] = polynomial_force(p, pos[0], vel[0], acc[0])
+        force[0] = polynomial_force(p[POLYNOMIAL.model_table:], pos[0], vel[0], acc[0])
 
 
 class PolynomialAdmittance(RendersAdmittance, PolynomialImpedance):
@@ -342,14 +345,16 @@ class PolynomialAdmittance(RendersAdmittance, PolynomialImpedance):
     @njit
     def deriv(t, x, d, m, p, force, dx):
         dx[POLY_X.pos] = x[POLY_X.vel]
-        dx[POLY_X.vel] = polynomial_accel(p, x[POLY_X.pos], x[POLY_X.vel], force[0])
+        dx[POLY_X.vel] = polynomial_accel(p[POLYNOMIAL.model_table:], x[POLY_X.pos],
+                                          x[POLY_X.vel], force[0])
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force, pos, vel, acc):
         pos[0] = x[POLY_X.pos]
         vel[0] = x[POLY_X.vel]
-        acc[0] = polynomial_accel(p, pos[0], vel[0], force[0])
+        acc[0] = polynomial_accel(p[POLYNOMIAL.model_table:], pos[0], vel[0], force[0])
 
 
 POLY_X = PolynomialAdmittance.X
+POLYNOMIAL = PolynomialImpedance.P

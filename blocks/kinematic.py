@@ -25,10 +25,12 @@ from numba import njit
 
 from hapflow.block import Block
 from hapflow.errors import GraphError
+from hapflow.names import Derived
 from hapflow.params import Live, positive
 from hapflow.ports import In, Out
 
-from .estimation import KalmanFilter, commit_posterior, filter_steps, fixed_ops
+from .estimation import (PACKED, KalmanFilter, Layout, commit_posterior, filter_steps,
+                         fixed_ops, init_from)
 
 _probe_step = filter_steps(fixed_ops(3, 1, 1, 0, False)).kf
 """The Kalman step with the probe's sizes fixed at compile time (3 states, 1 input, 1 output)."""
@@ -85,28 +87,45 @@ class ProbeKKF(Block):
               "acc_std0": Live(100.0, unit="m/s^2", check=positive,
                                doc="initial acceleration std")}
 
+    derived = {name: Derived(lambda b, name=name: b.matrices()[name], size=size, doc=doc)
+               for name, size, doc in (("A", 9, "state transition, flat"),
+                                       ("B", 3, "input matrix"), ("H", 3, "measurement matrix"),
+                                       ("Q", 9, "process noise covariance, flat"),
+                                       ("R", 1, "encoder noise variance"),
+                                       ("x0", 3, "initial state estimate"),
+                                       ("P0", 9, "initial covariance, flat"))}
+
     def configure(self) -> None:
         self.dstate = self.filter(1.0).dstate
 
     def filter(self, dt: float) -> KalmanFilter:
         """The equivalent :class:`KalmanFilter` at sample time ``dt`` (s)."""
+        matrices = self.matrices(dt)
+        return KalmanFilter(states=3, measurements=1, controls=1,
+                            **{name: value.tolist() for name, value in matrices.items()})
+
+    def matrices(self, dt: float | None = None) -> dict[str, np.ndarray]:
+        """``A``, ``B``, ``H``, ``Q``, ``R``, ``x0``, ``P0`` flat at sample time ``dt`` (s;
+        default: the block's)."""
+        if dt is None:
+            if self.sample_time is None:
+                raise GraphError("ProbeKKF: the sample time is not known until the block is "
+                                 "added to a graph")
+            dt = self.sample_time
         p0 = np.diag([self.pos_std0, self.vel_std0, self.acc_std0]) ** 2
-        return KalmanFilter(states=3, measurements=1, controls=1, x0=[self.pos0, 0.0, 0.0],
-                            P0=p0.ravel().tolist(),
-                            **probe_matrices(dt, self.accel_noise, self.resolution))
+        model = probe_matrices(dt, self.accel_noise, self.resolution)
+        return {**{name: np.asarray(value) for name, value in model.items()},
+                "x0": np.array([self.pos0, 0.0, 0.0]), "P0": p0.ravel()}
 
-    def pack(self) -> np.ndarray:
-        if self.sample_time is None:
-            raise GraphError("ProbeKKF: the sample time is not known until the block is added "
-                             "to a graph")
-        return self.filter(self.sample_time).pack()
-
-    init = KalmanFilter.init
+    @staticmethod
+    @njit
+    def init(x, d, m, p):
+        init_from(d, p, PROBE.x0, PROBE.P0, 3)
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, pos, accel, pos_hat, vel_hat, acc_hat):
-        xn = _probe_step(d, p, pos, accel, (3, 1, 1))[0]
+        xn = _probe_step(d, p, pos, accel, PROBE_LAYOUT)[0]
         pos_hat[0] = d[xn]
         vel_hat[0] = d[xn + 1]
         acc_hat[0] = d[xn + 2]
@@ -115,3 +134,9 @@ class ProbeKKF(Block):
     @njit
     def update(t, x, d, m, p, pos, accel):
         commit_posterior(d, p, 3)
+
+
+PROBE = ProbeKKF.P
+PROBE_LAYOUT = Layout(n=3, m=1, l=1, bu=1, numjac=0, ns=0, simplex=0,
+                      **{name: getattr(PROBE, name, -1) for name in PACKED})
+"""The probe's filter step's layout: its sizes and where its values lie in ``p``."""

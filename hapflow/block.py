@@ -169,7 +169,10 @@ class Block:
         super().__init_subclass__(**kwargs)
         clash = [n for n in (*cls.params, *cls.derived)
                  if hasattr(Block, n) or n in ("type", "rate", "tick_offset")]
-        clash += [n for n in cls.derived if n in cls.params]
+        # a derived value may take the name of an optional parameter (a None default,
+        # never packed itself): it is that parameter as the kernels read it, defaults resolved
+        clash += [n for n in cls.derived if n in cls.params
+                  and not (cls.params[n].live and cls.params[n].default is None)]
         if clash:
             raise TypeError(f"{cls.__name__}: parameter name(s) {clash} shadow Block attributes, "
                             "the graph-file block keys type/rate/tick_offset or a parameter")
@@ -199,8 +202,8 @@ class Block:
                 setattr(cls, attr, sum(size for _, size in sizes))
         if cls.pack is Block.pack:
             sizes = [(n, 1 if s.kind in SCALAR_KINDS else None) for n, s in cls._packed()]
-            cls.P = offsets(f"{cls.__name__}_P", sizes + [(n, d.size) for n, d in
-                                                           cls.derived.items()])
+            cls.P = offsets(f"{cls.__name__}_P", sizes + [
+                (n, d.size if isinstance(d.size, int) else None) for n, d in cls.derived.items()])
 
     def __init__(self, **values: Any):
         self.__dict__.setdefault("origin", Origin())
@@ -298,24 +301,29 @@ class Block:
 
         The default concatenates live parameters in declaration order (but
         those whose default is ``None``), then the ``derived`` ones (kernels
-        find them by name: ``p[P.name]``).  Blocks that
-        override it (to be replaced by ``derived``) get no ``P``; the length must
-        not depend on live values.
+        find them by name: ``p[P.name]``).  A block that overrides it (a test's
+        stand-in) gets no ``P`` and no names; the length must not depend on live
+        values.  The engine calls :meth:`packed`, which packs once per set of values.
 
         Raises
         ------
         ParamError
             If a derived parameter's value does not have its declared size.
         """
-        parts = [np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel()
-                 for n, _ in self._packed()]
+        return _joined(self._pieces())
+
+    def _pieces(self) -> list[tuple[str, np.ndarray, str]]:
+        """Name, values and unit of each part of the default :meth:`pack`, in order."""
+        parts = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel(), s.unit)
+                 for n, s in self._packed()]
         for name, spec in self.derived.items():
             part = np.atleast_1d(np.asarray(spec.value(self), dtype=np.float64)).ravel()
-            if spec.size is not None and part.size != spec.size:
+            size = spec.size_for(self)
+            if size is not None and part.size != size:
                 raise ParamError(name, f"derived parameter {name!r} of {type(self).__name__} "
-                                       f"has {part.size} values, declared {spec.size}")
-            parts.append(part)
-        return np.concatenate(parts) if parts else np.zeros(0)
+                                       f"has {part.size} values, declared {size}")
+            parts.append((name, part, spec.unit))
+        return parts
 
     @classmethod
     def _packed(cls) -> list[tuple[str, Param]]:
@@ -331,9 +339,23 @@ class Block:
             return None
         out = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).size, s.unit)
                for n, s in self._packed()]
-        return out + [(n, d.size if d.size is not None else
-                       np.atleast_1d(np.asarray(d.value(self))).size, d.unit)
-                      for n, d in self.derived.items()]
+        for name, spec in self.derived.items():
+            size = spec.size_for(self)
+            if size is None:
+                size = np.atleast_1d(np.asarray(spec.value(self))).size
+            out.append((name, size, spec.unit))
+        return out
+
+    def packed_offsets(self) -> tuple | None:
+        """Offset of each packed value of this block by name (a named tuple, as ``P`` but
+        for every value, also after one whose size follows from structural parameters);
+        None when a subclass packs by hand.  For kernels made per structure
+        (:meth:`kernels`): give such derived values a ``size`` function, so their offsets
+        are known before their values (before the block has a sample time)."""
+        names = self.packed_names()
+        if names is None:
+            return None
+        return offsets(f"{type(self).__name__}_P", [(n, size) for n, size, _ in names])
 
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Initial continuous, discrete and integer state: zeros, and the states named in
@@ -445,13 +467,22 @@ class Block:
     def packed(self) -> np.ndarray:
         """:meth:`pack`, with its errors naming this block (what the engine calls).
 
+        Packed once per set of live values and sample time: the layout, the
+        simulation and a batch all read this one (read-only) vector.
+
         Raises
         ------
         ParamError
             For a value the block's design rejects (a cut-off above Nyquist ...).
         """
-        with self.naming_errors():
-            return self.pack()
+        key = (self.sample_time, repr([v for n, v in self.values.items() if self.params[n].live]))
+        memo = self.__dict__.get("_packing")
+        if memo is None or memo[0] != key:
+            with self.naming_errors():
+                vector = np.array(self.pack(), dtype=np.float64)
+            vector.flags.writeable = False
+            memo = self.__dict__["_packing"] = (key, vector)
+        return memo[1]
 
     def structural_key(self) -> tuple:
         """Everything about this block that shapes the generated code (for the cache hash)."""
@@ -467,6 +498,10 @@ class Block:
         """First line of the docstring."""
         doc = inspect.getdoc(cls) or ""
         return doc.splitlines()[0] if doc else ""
+
+
+def _joined(pieces: list[tuple[str, np.ndarray, str]]) -> np.ndarray:
+    return np.concatenate([v for _, v, _ in pieces]) if pieces else np.zeros(0)
 
 
 @functools.lru_cache(maxsize=1024)

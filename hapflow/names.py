@@ -49,16 +49,23 @@ class Derived:
         SI unit.
     doc : str
         One line for the block reference.
-    size : int or None
-        Number of packed values; None for a length that follows from structural
-        parameters (filter coefficients): declare that one last, kernels find
-        its start by name and its length from ``p.size``.
+    size : int, callable or None
+        Number of packed values; ``size(block) -> int`` for a number that follows
+        from structural parameters (a filter's matrices), known before the value
+        (the sample time) is; None for one known from the value only (filter
+        coefficients).  The class offsets ``P`` stop at the first that is not an
+        int (declare those last; kernels find its start by name and its length
+        from ``p.size``); :meth:`hapflow.block.Block.packed_offsets` names all.
     """
 
     value: Callable[[Any], Any]
     unit: str = ""
     doc: str = ""
-    size: int | None = 1
+    size: int | Callable[[Any], int] | None = 1
+
+    def size_for(self, block: Any) -> int | None:
+        """The number of values of ``block``'s derived value, if known without computing it."""
+        return self.size(block) if callable(self.size) else self.size
 
 
 def offsets(title: str, sizes: list[tuple[str, int | None]]) -> tuple:

@@ -118,12 +118,12 @@ def test_fixed_and_generic_steps_give_identical_bits():
     z = np.column_stack([0.3 * np.sin(8 * t), 0.5 + 0.2 * t]) + RNG.normal(0, 3e-3, (60, 2))
     u = np.column_stack([np.cos(5 * t), np.sin(3 * t)])
     fixed = _steps(block, z, u)
-    layout = block.layout(0, False)
+    layout = block.layout()
     off = est._ekf_offsets.py_func(6, 2)
     generic = est.filter_steps(est.GENERIC, "two_link_kkf").ekf
     p = block.pack()
     d = np.zeros(block.dstate)
-    est._Nonlinear.init(d, d, d, p)
+    block.kernels()["init"](d, d, d, p)
     rows = []
     for zk, uk in zip(z, u):
         xn, pn, y = generic(d, p, zk, uk, layout)
@@ -193,10 +193,10 @@ def test_filter_steps_do_no_reference_counting():
     kf.sample_time = 1e-3
     ns = ukf.sigma_count()
     steps = [(est.filter_steps(est.fixed_ops(6, 2, 2, 0, False), "two_link_kkf").ekf,
-              ekf, ekf.layout(0, False), 2, 2),
+              ekf, ekf.layout(), 2, 2),
              (est.filter_steps(est.fixed_ops(3, 1, 1, ns, True), "slider_crank_kkf").ukf,
-              ukf, ukf.layout(ns, True), 1, 1),
-             (est.filter_steps(est.fixed_ops(2, 1, 0, 0, False)).kf, kf, (2, 1, 0), 1, 1)]
+              ukf, ukf.layout(), 1, 1),
+             (est.filter_steps(est.fixed_ops(2, 1, 0, 0, False)).kf, kf, kf.layout(), 1, 1)]
     for step, block, layout, m, l in steps:
         d = np.zeros(block.dstate)
         step(d, block.pack(), np.zeros(m), np.zeros(l), layout)
