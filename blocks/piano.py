@@ -363,7 +363,7 @@ class PianoActionB(_PianoAction):
         Solves the key and hammer torque balances (gravity, spring ``k1``,
         slider spring ``k2``) with scipy; the run then starts at rest.
         """
-        p, s = self.pack(), self.key0
+        p, s = self.packed(), self.key0
 
         def torques(z):
             x = np.array([z[0], 0.0, z[1], 0.0])

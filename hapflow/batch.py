@@ -4,8 +4,10 @@ Every run gets its own set of the flat run-time arrays, filled exactly as a
 fresh :class:`~hapflow.simulation.Simulation` would fill them (live
 parameters packed, initial state, random streams from the run's seed, the
 ``init`` kernels), but for all runs at once (:meth:`Filler.fill`): a
-block's packed parameters and initial state are computed once per distinct
-value of the parameters they read, and a block with the default
+block's packed parameters are computed once per distinct value of the
+parameters they depend on (the block's own packing, :meth:`Block.packed`, for
+the values of the graph), its initial state once per distinct value of the
+parameters it reads, and a block with the default
 :meth:`~hapflow.block.Block.pack` and no derived parameters gets its varied
 values written into the run-by-parameter matrix by numpy indexing, with no
 Python call per run.
@@ -141,6 +143,18 @@ def _traced(block: Block, method: Callable[[], Any]) -> tuple[Any, set[str]]:
     finally:
         block.values = values
     return result, read
+
+
+def _packing(block: Block, columns: list["_Column"]) -> list["_Column"]:
+    """The columns of ``block``'s varied parameters that can change its packed values: the
+    ones packed as declared and, if it has derived values (functions of any parameter) or
+    packs by hand, all of them (a parameter with a ``None`` default and no derived value
+    reading it is not packed)."""
+    names = block.packed_names()
+    if names is None or block.derived:
+        return list(columns)
+    packed = {name for name, _, _ in names}
+    return [c for c in columns if c.param in packed]
 
 
 def _elementwise(spec: Any) -> bool:
@@ -311,8 +325,8 @@ class Filler:
                 array, at = ("m", slot.start) if key == "m" else ("f", self.base[key] + slot.start)
                 rows[array][runs, at:at + len(part)] = part
 
-        packed, read = _traced(block, pack)
-        varied = [c for c in columns if c.param in read]
+        packed = block.packed()           # packed once already (layout, Simulation)
+        varied = _packing(block, columns)
         if varied and type(block).pack is Block.pack and not block.derived \
                 and all(c.array is not None for c in varied):       # values go where they are
             put_p(slice(None), packed)

@@ -6,6 +6,7 @@ import sys
 
 import h5py
 import numpy as np
+from numba import njit
 from numba.core.runtime import _nrt_python, rtsys
 
 import hapflow as hf
@@ -112,3 +113,47 @@ def test_a_run_recorded_to_a_file_gives_its_time_and_signals_from_the_file(tmp_p
     with h5py.File(tmp_path / "r.h5") as f:
         for name, values in to_file.signals.items():
             assert np.array_equal(values, f["signals"][name][()]), name
+
+
+class _Counted(hf.Block, register=False):
+    """Test block: outputs a derived value and keeps each gain it was packed with.
+
+    Ports
+    -----
+    y : out, (1,), any unit    twice the gain
+    """
+
+    outputs = {"y": hf.Out(1, depends="state", doc="twice the gain")}
+    params = {"gain": hf.Live(2.0, doc="gain")}
+    derived = {"twice": hf.Derived(lambda b: b.packs.append(b.gain) or 2.0 * b.gain,
+                                   doc="twice the gain")}
+
+    def configure(self) -> None:
+        self.packs = []
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, y):
+        y[0] = p[COUNTED.twice]
+
+
+COUNTED = _Counted.P
+
+
+def test_a_block_is_packed_once_per_set_of_values():
+    # the check, the layout, the simulation and a batch all read one packing
+    from hapflow.batch import Filler
+    from hapflow.layout import float_bases
+    block = _Counted(gain=3.0)
+    g = hf.Graph(name="packed_once", rate=100.0, duration=0.03)
+    g.add("c", block)
+    g.record("c.y")
+    sim = hf.Simulation(g, interpret=True)
+    assert block.packs == [3.0]
+    np.testing.assert_array_equal(sim.run(0.03)["c.y"][:, 0], 6.0)
+    sim.set("c.gain", 4.0)
+    assert block.packs == [3.0, 4.0]
+    rows, errors = Filler(sim).fill([{}, {"c.gain": 5.0}, {"c.gain": 5.0}], [0, 0, 0])
+    assert errors == [None] * 3 and block.packs == [3.0, 4.0, 5.0]
+    at = float_bases(sim.layout)["p"] + sim.layout.blocks["c"]["p"].start + COUNTED.twice
+    assert rows["f"][:, at].tolist() == [8.0, 10.0, 10.0]
