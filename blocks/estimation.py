@@ -45,7 +45,7 @@ from hapflow.names import Derived
 from hapflow.params import Live, Structural, at_least, nonnegative, one_of, positive
 from hapflow.ports import In, Out
 
-from .estimation_models import MODELS, PREPARED, Model
+from .estimation_models import MODELS, PREPARED, Model, known_model, model_named
 
 
 # ------------------------------------------------------------------ matrix helpers
@@ -896,8 +896,9 @@ NONLINEAR.update({
                                doc="number of measurements m (default: fixed by the model)"),
     "controls": Structural(None, kind="int", check=at_least(0),
                            doc="size l of the input u (default: fixed by the model, else 0)"),
-    "model": Structural("linear", kind="str", check=one_of(*MODELS),
-                        doc="process/measurement model, by name (see estimation_models.MODELS)"),
+    "model": Structural("linear", kind="str", check=known_model,
+                        doc="process/measurement model: a registered name (see "
+                            "estimation_models.MODELS) or a model module's import path"),
     "coeffs": Live(None, kind="floats",
                    doc="model coefficients in the model's order (default: its defaults)"),
     "g": Live(9.81, unit="m/s^2", check=positive, doc="pendulum: gravity"),
@@ -922,7 +923,7 @@ class _Nonlinear(_Estimator):
                                  doc="the model's coefficients (pendulum: g, L, c)")}
 
     def _resolve_model(self) -> Model:
-        spec = MODELS[self.model]
+        spec = model_named(self.model)
         for name, fixed, default in (("states", spec.states, None),
                                      ("measurements", spec.measurements, None),
                                      ("controls", spec.controls, 0)):

@@ -30,7 +30,9 @@ filter steps bind directly (no dispatch at run time):
 
 :data:`MODELS` lists them with their sizes and coefficients; the ``linear``
 model (matrices ``A``, ``B``, ``H``) has no functions: the filters apply
-its matrices themselves.
+its matrices themselves.  A model of one's own is a plain module with these
+functions and its sizes: a graph names it by its import path (``model:
+mylab.arm_model``), or :func:`register` adds it under a name.
 
 Kinematic models (seed 004 chapter 2) take measured accelerations as the
 input ``u`` and encoder angles as the measurement.  Their accelerations are
@@ -88,8 +90,10 @@ vanish at the dead centres), keeping the sign of the predicted speed.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable
 
 from hapflow.jit import njit_noalloc
@@ -236,14 +240,19 @@ def _crank_walk_f(s, so, out, oo, p, pc, u, dt, mode, w):
 
 
 @njit_noalloc(inline="always")
+def _taylor_jacobian(jac, jo, n, dt):
+    """The Jacobian of ``n`` states, each the derivative of the one before, advanced by
+    their Taylor series at a constant last state: row ``i`` holds ``dt^(j-i) / (j-i)!``
+    from column ``i`` on (up to ``n = 4``)."""
+    terms = (1.0, dt, 0.5 * dt * dt, dt * dt * dt / 6.0)
+    for i in range(n):
+        for j in range(n):
+            jac[jo + i * n + j] = terms[j - i] if j >= i else 0.0
+
+
+@njit_noalloc(inline="always")
 def _crank_walk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
-    for i in range(9):
-        jac[jo + i] = 0.0
-    for i in range(3):
-        jac[jo + 4 * i] = 1.0
-    jac[jo + 1] = dt
-    jac[jo + 2] = 0.5 * dt * dt
-    jac[jo + 5] = dt
+    _taylor_jacobian(jac, jo, 3, dt)
 
 
 @njit_noalloc(inline="always")
@@ -257,16 +266,7 @@ def _crank_jerk_f(s, so, out, oo, p, pc, u, dt, mode, w):
 
 @njit_noalloc(inline="always")
 def _crank_jerk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
-    for i in range(16):
-        jac[jo + i] = 0.0
-    for i in range(4):
-        jac[jo + 5 * i] = 1.0
-    jac[jo + 1] = dt
-    jac[jo + 2] = 0.5 * dt * dt
-    jac[jo + 3] = dt * dt * dt / 6.0
-    jac[jo + 6] = dt
-    jac[jo + 7] = 0.5 * dt * dt
-    jac[jo + 11] = dt
+    _taylor_jacobian(jac, jo, 4, dt)
 
 
 # ------------------------------------------------------------------ two-link planar arm
@@ -489,3 +489,85 @@ MODELS: dict[str, Model] = {
                                   "with gamma)", f=_two_link_newmark_f,
                                   check=_two_link_newmark_check),
 }
+
+
+def register(name: str, model: Model | ModuleType) -> Model:
+    """Make ``model`` selectable as ``model: name`` by the EKF and UKF blocks.
+
+    Parameters
+    ----------
+    name : str
+        The name graphs and blocks use.
+    model : Model or module
+        A :class:`Model`, or a plain module defining one: the functions under the names
+        of the module docstring above (``f``; optionally ``h``, ``fjac``, ``mode``,
+        ``prepare``, ``noise``; compiled with ``hapflow.jit.njit_noalloc``), the sizes
+        ``STATES``, ``MEASUREMENTS``, ``CONTROLS`` (None: set by the block),
+        ``COEFFS`` (``(name, unit, default)`` per coefficient, packed in that order),
+        optionally ``CONTROL_MATRIX`` (the block's ``B u`` added; default False) and
+        ``check(coeffs) -> str | None``; the first line of its docstring describes it.
+
+    Returns
+    -------
+    Model
+        The registered model.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` names another model already, or the module lacks ``f`` or a size.
+    """
+    if isinstance(model, ModuleType):
+        model = _from_module(model)
+    known = MODELS.get(name)
+    if known is not None and known != model:
+        raise ValueError(f"estimation model {name!r} is registered already ({known.doc})")
+    MODELS[name] = model
+    return model
+
+
+def _from_module(module: ModuleType) -> Model:
+    missing = [n for n in ("f", "STATES", "MEASUREMENTS", "CONTROLS", "COEFFS")
+               if not hasattr(module, n)]
+    if missing:
+        raise ValueError(f"module {module.__name__!r} is no estimation model: it defines no "
+                         f"{', '.join(missing)} (see hapflow.blocks.estimation_models)")
+    doc = (module.__doc__ or module.__name__).strip().splitlines()[0]
+    functions = {n: getattr(module, n, None) for n in ("f", "h", "fjac", "mode", "prepare",
+                                                       "check", "noise")}
+    return Model(module.STATES, module.MEASUREMENTS, module.CONTROLS,
+                 tuple(tuple(c) for c in module.COEFFS),
+                 bool(getattr(module, "CONTROL_MATRIX", False)), doc, **functions)
+
+
+def model_named(name: str) -> Model:
+    """The model registered as ``name``; a dotted name not registered yet is a module's
+    import path: the module is imported and registered under that name (so a graph file
+    can name a model of its own, ``model: mylab.arm_model``, and every process that loads
+    the graph gets it).
+
+    Raises
+    ------
+    ValueError
+        Naming the valid models, or why the module is not one.
+    """
+    if name in MODELS:
+        return MODELS[name]
+    if "." in name:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ValueError(f"cannot import estimation model module {name!r}: {exc}") from None
+        return register(name, module)
+    raise ValueError(f"must be one of {', '.join(map(repr, MODELS))} or the import path of a "
+                     "module defining a model (see hapflow.blocks.estimation_models.register)")
+
+
+def known_model(name: str) -> str | None:
+    """Check of a ``model`` parameter: None for a registered model or a model module's import
+    path (which it imports and registers), else what is wrong."""
+    try:
+        model_named(name)
+    except ValueError as exc:
+        return str(exc)
+    return None
