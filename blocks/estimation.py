@@ -847,6 +847,39 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
     return _Steps(*frozen(_kf_core, _ekf_core, _ukf_core))
 
 
+def filter_rows(block: Block, z: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
+    """Posterior estimates of a filter block run offline on recorded rows, shape ``(len(z), n)``.
+
+    Row ``k`` is what the block outputs at its ``k``-th sample hit when fed
+    ``z[k]`` (and ``u[k]``), from its ``x0``, ``P0``: the same kernels as in a
+    graph, called on the rows (a recording's observers, run after it).
+
+    Parameters
+    ----------
+    block : KalmanFilter, ExtendedKalmanFilter or UnscentedKalmanFilter
+        With its ``sample_time`` set.
+    z : ndarray, shape (N, m)
+        Measurements.
+    u : ndarray, shape (N, l), optional
+        Inputs (when the block has ``controls``).
+    """
+    kernels, p = block.kernels(), np.array(block.packed())
+    x, d, m = (np.asarray(part).copy() for part in block.initial_state())
+    kernels["init"](x, d, m, p)
+    n, k = block.states, block.measurements
+    x_hat, p_diag, innovation = np.zeros(n), np.zeros(n), np.zeros(k)
+    ins = [np.ascontiguousarray(z, dtype=np.float64)]
+    if block.controls:
+        ins.append(np.ascontiguousarray(u, dtype=np.float64))
+    out = np.empty((len(z), n))
+    for i in range(len(z)):
+        row = [a[i] for a in ins]
+        kernels["output"](0.0, x, d, m, p, *row, x_hat, p_diag, innovation)
+        kernels["update"](0.0, x, d, m, p, *row)
+        out[i] = x_hat
+    return out
+
+
 def simplex_points(n: int, w0: float) -> tuple[np.ndarray, np.ndarray]:
     """Julier's spherical-simplex unit sigma points and their weights.
 

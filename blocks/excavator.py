@@ -34,7 +34,9 @@ The dynamics (:func:`arm_torques`) is written as the torque each joint's
 actuator must apply to produce a given motion under given loads (recursive
 moment balance of the links outboard of the joint); the forward dynamics
 solves the 3x3 mass matrix built from it.  The same functions are the
-observers' models in :mod:`hapflow.ident.excavator`.
+observers' models, registered for the library's filters as
+``excavator_kinematic`` and ``excavator_force`` (used by
+:mod:`hapflow.ident.excavator`).
 """
 from __future__ import annotations
 
@@ -44,10 +46,13 @@ import numpy as np
 from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit_noalloc
 from hapflow.names import Derived
 from hapflow.params import Live, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
+
+from .estimation_models import Model, register
 
 ARM_PARAMETERS = ("boom_length", "stick_length", "bucket_length", "boom_com", "stick_com",
                   "bucket_com", "boom_mass", "stick_mass", "bucket_mass", "boom_inertia",
@@ -107,7 +112,7 @@ PIN = 16                                        # a, b, psi0 per cylinder from h
 O3 = 25
 
 
-@njit
+@njit_noalloc
 def moment_arm(arm, o, j, theta):
     """Lever (m) of cylinder ``j`` at joint angle ``theta``: ``a b sin(psi) / l``."""
     a, b = arm[o + PIN + 3 * j], arm[o + PIN + 3 * j + 1]
@@ -115,13 +120,13 @@ def moment_arm(arm, o, j, theta):
     return a * b * math.sin(psi) / math.sqrt(a * a + b * b - 2.0 * a * b * math.cos(psi))
 
 
-@njit
+@njit_noalloc
 def _moment(px, pz, fx, fz, jx, jz):
     """Moment about ``(jx, jz)`` of a force ``(fx, fz)`` at ``(px, pz)`` (planar cross product)."""
     return (px - jx) * fz - (pz - jz) * fx
 
 
-@njit
+@njit_noalloc
 def arm_torques(arm, o, th, om, al, fx, fz, payload, g):
     """Joint torques (N m) that give accelerations ``al`` at ``(th, om)`` under a soil force
     ``(fx, fz)`` on the bucket tip and a payload mass at the bucket's centre of mass.
@@ -206,7 +211,7 @@ def _solve3(a, r0, r1, r2):
     return out
 
 
-@njit
+@njit_noalloc
 def accelerometer_readings(arm, o, th, om, al, out):
     """Specific force (m/s^2) along each link's normal at the accelerometers ``d1..d3``:
     ``a_k = a(j_k-1) . n_k + d_k phi_k'' + g cos(phi_k)``."""
@@ -226,7 +231,7 @@ def accelerometer_readings(arm, o, th, om, al, out):
         jz += length * (e * c - w * w * s)
 
 
-@njit
+@njit_noalloc
 def accelerations_from_readings(arm, o, th, om, readings, out):
     """Joint accelerations from the three accelerometer readings: the inverse of
     :func:`accelerometer_readings` (forward substitution link by link; ``d_k > 0``, so it
@@ -546,3 +551,57 @@ class ExcavatorServo(Block):
 
 CYCLE, CYCLE_D = DiggingCycle.P, DiggingCycle.D
 SERVO = ExcavatorServo.P
+
+
+# ------------------------------------------------------------------ observers' models
+ARM_COEFFS = tuple((name, _ARM[name].unit, _ARM[name].default) for name in ARM_PARAMETERS)
+"""The arm's values as estimation-model coefficients (name, unit, default), in kernel order."""
+NARM = len(ARM_PARAMETERS)
+
+
+@njit_noalloc(inline="always")
+def _kinematic_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    """Newmark's prediction merged with the accelerometer constraint (see
+    :mod:`hapflow.ident.excavator`): ``[theta, theta', theta'']`` one sample ahead, the new
+    accelerations those the readings ``u`` give at the kinematically predicted state."""
+    beta, gamma = p[pc + NARM], p[pc + NARM + 1]
+    for j in range(3):
+        out[oo + j] = s[so + j] + dt * s[so + 3 + j] + 0.5 * dt * dt * s[so + 6 + j]
+        out[oo + 3 + j] = s[so + 3 + j] + dt * s[so + 6 + j]
+    accelerations_from_readings(p, pc, out[oo:oo + 3], out[oo + 3:oo + 6], u,
+                                out[oo + 6:oo + 9])
+    for j in range(3):
+        th, om, al, a_new = s[so + j], s[so + 3 + j], s[so + 6 + j], out[oo + 6 + j]
+        out[oo + j] = th + dt * om + dt * dt * ((0.5 - beta) * al + beta * a_new)
+        out[oo + 3 + j] = om + dt * ((1.0 - gamma) * al + gamma * a_new)
+
+
+@njit_noalloc(inline="always")
+def _force_f(s, so, out, oo, p, pc, u, dt, mode, w):
+    """Cylinder forces by the inverse dynamics at the kinematic estimate ``u`` under the
+    predicted loads; soil force a low-pass of the random walk ``(wx, wz)``; payload held."""
+    lp = 1.0 - math.exp(-2.0 * math.pi * p[pc + NARM] * dt)
+    for j in range(3, 5):
+        out[oo + j] = s[so + j] + lp * (s[so + j + 2] - s[so + j])
+    for j in range(5, 8):
+        out[oo + j] = s[so + j]
+    tau = arm_torques(p, pc, u[0:3], u[3:6], u[6:9], out[oo + 3], out[oo + 4], out[oo + 7],
+                      p[pc + GRAV])
+    for j in range(3):
+        out[oo + j] = tau[j] / moment_arm(p, pc, j, u[j])
+
+
+def _arm_check(v) -> str | None:
+    return None if min(v[:3]) > 0.0 else f"link lengths must be > 0 m, got {list(v[:3])}"
+
+
+register("excavator_kinematic", Model(
+    9, 3, 3, ARM_COEFFS + (("beta", "1", 0.25), ("gamma", "1", 0.5)), False,
+    "excavator kinematic observer [theta, theta', theta''] of the three joints, u = the "
+    "accelerometers, z = the encoders (Newmark prediction with the accelerometer constraint)",
+    f=_kinematic_f, check=_arm_check))
+register("excavator_force", Model(
+    8, 3, 9, ARM_COEFFS + (("cutoff", "Hz", 10.0),), False,
+    "excavator force observer [F1, F2, F3, Fx, Fz, wx, wz, m_p], u = the kinematic "
+    "estimate, z = the cylinder forces (soil force a low-passed random walk)",
+    f=_force_f, check=_arm_check))

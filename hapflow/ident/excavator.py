@@ -33,11 +33,12 @@ signals exported from its simulator:
    estimate towards zero between corrections, so the filter's input is read
    as a random walk: the band limit without the bias.
 
-Both run as spherical-simplex UKFs (:class:`SphericalSimplexPoints`, Julier's
-n + 2 points, the thesis's SS-UKF) in ``filterpy``: hapflow's own
-``UnscentedKalmanFilter`` block takes its models only from the registry in
-``hapflow.blocks.estimation_models``, whose names are fixed when that module
-is imported.
+Both run as spherical-simplex UKFs (Julier's n + 2 points, the thesis's
+SS-UKF) in hapflow's own ``UnscentedKalmanFilter``, on the models
+``excavator_kinematic`` and ``excavator_force`` of
+:mod:`hapflow.blocks.excavator` (:func:`~hapflow.blocks.estimation.filter_rows`
+runs the block's kernels on the recorded rows); ``tests/test_excavator.py``
+checks them against filterpy's UKF on the same models.
 """
 from __future__ import annotations
 
@@ -45,13 +46,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from filterpy.kalman import UnscentedKalmanFilter
-from scipy.linalg import cholesky
 
 import hapflow as hf
+from hapflow.blocks.estimation import UnscentedKalmanFilter, filter_rows
 from hapflow.blocks.excavator import (ARM_PARAMETERS, DiggingCycle, ExcavatorArm,
-                                      ExcavatorServo, accelerations_from_readings, arm_torques,
-                                      arm_values, moment_arm)
+                                      ExcavatorServo, arm_values)
 
 GRAVITY = ARM_PARAMETERS.index("gravity")
 SIGNALS = ("arm.theta", "arm.omega", "arm.alpha", "arm.theta_meas", "arm.accel_meas",
@@ -78,33 +77,8 @@ def excavator_graph(duration: float = 20.0, rate: float = 1000.0, seed: int = 1,
     return g
 
 
-class SphericalSimplexPoints:
-    """Julier's spherical simplex sigma points (n + 2) for ``filterpy``'s UKF.
-
-    ``w0`` weights the mean point, the other n + 1 share ``1 - w0``; the unit
-    points are built dimension by dimension (Julier 2003) and scaled by the
-    lower Cholesky factor of the covariance."""
-
-    def __init__(self, n: int, w0: float = 0.5):
-        if not 0.0 <= w0 < 1.0:
-            raise ValueError(f"w0 must be in [0, 1), got {w0!r}")
-        self.n = n
-        w1 = (1.0 - w0) / (n + 1)
-        unit = np.zeros((n + 2, n))
-        unit[1, 0], unit[2, 0] = -1.0 / math.sqrt(2.0 * w1), 1.0 / math.sqrt(2.0 * w1)
-        for j in range(2, n + 1):
-            unit[1:j + 1, j - 1] = -1.0 / math.sqrt(j * (j + 1) * w1)
-            unit[j + 1, j - 1] = j / math.sqrt(j * (j + 1) * w1)
-        self.unit = unit
-        self.Wm = np.full(n + 2, w1)
-        self.Wm[0] = w0
-        self.Wc = self.Wm.copy()
-
-    def num_sigmas(self) -> int:
-        return self.n + 2
-
-    def sigma_points(self, x: np.ndarray, P: np.ndarray) -> np.ndarray:
-        return x + self.unit @ cholesky(P, lower=True).T
+def _diagonal(values: list[float]) -> list[float]:
+    return np.diag(values).ravel().tolist()
 
 
 def kinematic_observer(theta_meas: np.ndarray, accel_meas: np.ndarray, dt: float,
@@ -114,33 +88,16 @@ def kinematic_observer(theta_meas: np.ndarray, accel_meas: np.ndarray, dt: float
     """Joint angles, speeds and accelerations, shape ``(n, 9)``, from the sensors.
 
     ``q``: process noise variances of angle, speed and acceleration per step;
-    the encoders' variance is ``enc_noise^2``."""
+    the encoders' variance is ``enc_noise^2``.  Row 0 is the start (the first
+    encoder reading, at rest); the filter runs from row 1."""
     arm = arm_values() if arm is None else arm
-    a_new = np.empty(3)
-
-    def fx(s, dt, u):
-        th, om, al = s[:3], s[3:6], s[6:]
-        accelerations_from_readings(arm, 0, th + dt * om + 0.5 * dt * dt * al, om + dt * al, u,
-                                    a_new)
-        out = np.empty(9)
-        out[:3] = th + dt * om + dt * dt * ((0.5 - beta) * al + beta * a_new)
-        out[3:6] = om + dt * ((1.0 - gamma) * al + gamma * a_new)
-        out[6:] = a_new
-        return out
-
-    ukf = UnscentedKalmanFilter(9, 3, dt, hx=lambda s: s[:3], fx=fx,
-                                points=SphericalSimplexPoints(9, w0))
-    ukf.x = np.concatenate([theta_meas[0], np.zeros(6)])
-    ukf.P = np.diag([enc_noise ** 2] * 3 + [1e-2] * 3 + [1.0] * 3)
-    ukf.Q = np.diag([q[0]] * 3 + [q[1]] * 3 + [q[2]] * 3)
-    ukf.R = np.eye(3) * enc_noise ** 2
-    out = np.empty((len(theta_meas), 9))
-    for k in range(len(theta_meas)):
-        if k:
-            ukf.predict(u=accel_meas[k])
-            ukf.update(theta_meas[k])
-        out[k] = ukf.x
-    return out
+    ukf = UnscentedKalmanFilter(
+        model="excavator_kinematic", sigma="simplex", w0=w0, coeffs=[*arm, beta, gamma],
+        x0=[*theta_meas[0], *np.zeros(6)],
+        P0=_diagonal([enc_noise ** 2] * 3 + [1e-2] * 3 + [1.0] * 3),
+        Q=_diagonal([q[0]] * 3 + [q[1]] * 3 + [q[2]] * 3), R=_diagonal([enc_noise ** 2] * 3))
+    ukf.sample_time = dt
+    return np.vstack([ukf.matrix("x0"), filter_rows(ukf, theta_meas[1:], accel_meas[1:])])
 
 
 def force_observer(kinematics: np.ndarray, force_meas: np.ndarray, dt: float,
@@ -153,32 +110,14 @@ def force_observer(kinematics: np.ndarray, force_meas: np.ndarray, dt: float,
     ``q``: process noise variances per step of the cylinder-force model, the soil
     force, its random-walk input and the payload mass."""
     arm = arm_values() if arm is None else arm
-    lp = 1.0 - math.exp(-2.0 * math.pi * cutoff * dt)
-    g = arm[GRAVITY]
-
-    def fx(s, dt, u):
-        out = np.empty(8)
-        out[3:5] = s[3:5] + lp * (s[5:7] - s[3:5])
-        out[5:] = s[5:]
-        th = u[:3]
-        tau = arm_torques(arm, 0, th, u[3:6], u[6:], out[3], out[4], out[7], g)
-        for j in range(3):
-            out[j] = tau[j] / moment_arm(arm, 0, j, th[j])
-        return out
-
-    ukf = UnscentedKalmanFilter(8, 3, dt, hx=lambda s: s[:3], fx=fx,
-                                points=SphericalSimplexPoints(8, w0))
-    ukf.x = np.concatenate([force_meas[0], np.zeros(5)])
-    ukf.P = np.diag([force_noise ** 2] * 3 + [1e8] * 4 + [1e5])
-    ukf.Q = np.diag([q[0]] * 3 + [q[1]] * 2 + [q[2]] * 2 + [q[3]])
-    ukf.R = np.eye(3) * force_noise ** 2
-    out = np.empty((len(force_meas), 8))
-    for k in range(len(force_meas)):
-        if k:
-            ukf.predict(u=kinematics[k])
-            ukf.update(force_meas[k])
-        out[k] = ukf.x
-    return out
+    ukf = UnscentedKalmanFilter(
+        model="excavator_force", sigma="simplex", w0=w0, coeffs=[*arm, cutoff],
+        x0=[*force_meas[0], *np.zeros(5)],
+        P0=_diagonal([force_noise ** 2] * 3 + [1e8] * 4 + [1e5]),
+        Q=_diagonal([q[0]] * 3 + [q[1]] * 2 + [q[2]] * 2 + [q[3]]),
+        R=_diagonal([force_noise ** 2] * 3))
+    ukf.sample_time = dt
+    return np.vstack([ukf.matrix("x0"), filter_rows(ukf, force_meas[1:], kinematics[1:])])
 
 
 @dataclass
