@@ -29,6 +29,11 @@ graph and its baseline alike):
   section 2.3.1 (graphs/slider_crank_kinematic.yaml: the switching
   kinematic observer as an SS-UKF and as an EKF, each alone, minus the
   plant-only graph) beside the thesis's 8.38 s (SS-UKF) and 25.15 s (EKF).
+* seed 004 section 2.3.3 on the two-link arm: the CPU time of TEST 1 (10 s) and TEST 2 (9 s)
+  of section 2.3.2 (tests/evals/test_two_link_arm.py's reconstruction: its sensors,
+  tuning and the random-walk scheme ``two_link_kkf_walk`` the section used), the observer as
+  an SS-UKF and as an EKF, each alone in a graph fed by two table sources, minus the
+  sources-only graph, beside the thesis's 0.85 / 6.65 s (TEST 1) and 0.78 / 6.00 s (TEST 2).
 * why the two-stage observer is built as it is (item 2 of issue 15): the
   force RMS of the two-stage SS-UKF beside the benchmark SS-UKF for a force
   stage without the lever weighting (``sa`` 0) and with the thesis's
@@ -40,7 +45,7 @@ graph and its baseline alike):
 The table prints each figure next to its goal with PASS/MISS; the script
 exits 0 whatever the figures (a benchmark, not a test).
 
-Usage: ``python bench/estimation.py [--runs N] [--only update|tables|kinematic|variants]``.
+Usage: ``python bench/estimation.py [--runs N] [--only update|tables|kinematic|arm|variants]``.
 """
 from __future__ import annotations
 
@@ -76,6 +81,8 @@ GRAPH = ROOT / "graphs" / "slider_crank_torque.yaml"
 KINEMATIC = ROOT / "graphs" / "slider_crank_kinematic.yaml"
 THESIS_CH2_CPU = {"SS-UKF": 8.38, "EKF": 25.15}         # s per 30 s run, section 2.3.3
 EXACT = [0.3, 0.6, 0.05, 1.872, 3.744, 1.2, 9.81]        # the plant's own model
+THESIS_ARM_CPU = {"TEST 1": {"SS-UKF": 0.85, "EKF": 6.65},  # s, seed 004 section 2.3.3
+                  "TEST 2": {"SS-UKF": 0.78, "EKF": 6.00}}
 
 
 def _diag(*values: float) -> list[float]:
@@ -194,6 +201,34 @@ def kinematic_cpu(runs: int) -> dict[str, float]:
     return _time_runs(sims, 30.0, runs)
 
 
+def arm_cpu(runs: int) -> dict[str, dict[str, float]]:
+    """``{test: {observer: median seconds}}`` of TEST 1 and TEST 2 of the two-link arm (each
+    over its own duration): sources only, and the random-walk KKF as an EKF and an SS-UKF."""
+    from tests.evals import test_two_link_arm as arm
+    observers = {"sources only": None, "SS-UKF": arm.UnscentedKalmanFilter,
+                 "EKF": arm.ExtendedKalmanFilter}
+    out = {}
+    for test, (torque, duration) in arm.TESTS.items():
+        z, u = arm.sensors(arm.simulate(torque, duration), seed=3)
+        sims = {}
+        for label, cls in observers.items():
+            g = hapflow.Graph(name=f"bench_arm_{len(out)}_{len(sims)}", rate=arm.RATE,
+                              duration=duration)
+            g.add("z", table(z))
+            g.add("u", table(u))
+            g.record("z.y")
+            if cls is not None:
+                extra = dict(sigma="simplex", w0=0.5) if cls is arm.UnscentedKalmanFilter else {}
+                g.add("kkf", cls(Q=arm.Q, R=arm.R, P0=arm.P0, x0=[0.0, 0.3, 0.0, 0.0, 0.0, 0.0],
+                                 **arm.SCHEMES["walk"], **extra))
+                g.wire("z.y -> kkf.z")
+                g.wire("u.y -> kkf.u")
+                g.record("kkf.x_hat")
+            sims[label] = hapflow.Simulation(g)
+        out[test] = _time_runs(sims, duration, runs)
+    return out
+
+
 def _two_stage_force(sim: hapflow.Simulation) -> tuple[float, float]:
     """Worst force RMS of the two-stage and the benchmark SS-UKF over the seeds."""
     worst = worst_errors(sim, {"two-stage": ("kkf", "fobs", 1),
@@ -306,6 +341,23 @@ def _print_kinematic(runs: int) -> None:
           f"{THESIS_CH2_CPU['EKF'] / THESIS_CH2_CPU['SS-UKF']:.2f})")
 
 
+def _print_arm(runs: int) -> None:
+    cpu = arm_cpu(runs)
+    print(f"CPU time of the two-link arm's TEST 1 and TEST 2 (seed 004 sections 2.3.2-2.3.3, "
+          f"random-walk KKF), median of {runs} runs, net of the sources-only graph")
+    print(f"{'test':<8}{'observer':<9}{'run (s)':>10}{'net (s)':>10}{'thesis (s)':>12}"
+          f"{'speed-up':>10}")
+    for test, thesis in THESIS_ARM_CPU.items():
+        for name, seconds in thesis.items():
+            net = cpu[test][name] - cpu[test]["sources only"]
+            print(f"{test:<8}{name:<9}{cpu[test][name]:>10.5f}{net:>10.5f}{seconds:>12.2f}"
+                  f"{seconds / net:>10.0f}")
+        base = cpu[test]["sources only"]
+        ratio = (cpu[test]["EKF"] - base) / (cpu[test]["SS-UKF"] - base)
+        print(f"{test:<8}{'sources only':<19}{base:>10.5f}   EKF / SS-UKF: {ratio:.2f} (thesis "
+              f"{thesis['EKF'] / thesis['SS-UKF']:.2f})")
+
+
 def _print_variants(runs: int) -> None:
     print("Two-stage force stage: force RMS (N), worst of seeds 1-4, SS-UKF")
     print(f"{'variant':<42}{'two-stage':>10}{'benchmark':>11}")
@@ -314,7 +366,7 @@ def _print_variants(runs: int) -> None:
 
 
 SECTIONS = {"update": _print_per_update, "tables": _print_tables,
-            "kinematic": _print_kinematic, "variants": _print_variants}
+            "kinematic": _print_kinematic, "arm": _print_arm, "variants": _print_variants}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,6 +111,10 @@ def _test2_torque(t, q, qd):
     return 60.0 * (ref - q[0]) - 1.0 * qd[0]
 
 
+#: section 2.3.2's tests: the shoulder torque law and the duration (s)
+TESTS = {"TEST 1": (_test1_torque, 10.0), "TEST 2": (_test2_torque, 9.0)}
+
+
 def simulate(torque, duration: float) -> np.ndarray:
     """Truth ``[th1, th2, om1, om2, al1, al2]`` at 1 kHz of the arm under ``torque(t, q, qd)``."""
     def rhs(t, x):
@@ -149,7 +153,7 @@ def _padded(values: np.ndarray) -> np.ndarray:
 def tests_data() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``{test: (truth, encoders, accelerometers)}``, all 10 s long (TEST 2 padded)."""
     out = {}
-    for name, torque, duration in (("TEST 1", _test1_torque, 10.0), ("TEST 2", _test2_torque, 9.0)):
+    for name, (torque, duration) in TESTS.items():
         truth = simulate(torque, duration)
         z, u = sensors(truth, seed=3)
         out[name] = truth, _padded(z), _padded(u)
