@@ -399,16 +399,30 @@ def _reduced_mass(p, d):
     cholesky_factor(d, DMR, R)
 
 
+@njit_noalloc(inline="always")
+def matrix_product(d, ao, row_step, col_step, bo, co, rows, inner, cols):
+    """``C = A B`` in ``d``: ``A`` (rows x inner) read at ``ao + i row_step + k col_step`` (a
+    transposed ``A`` by its strides), ``B`` (inner x cols) and ``C`` (rows x cols) row-major at
+    ``bo`` and ``co``.
+
+    One sum per entry, in ``k`` order.  Inlined, so that the callers' sizes and offsets are
+    compile-time constants: LLVM then unrolls the ``k`` loop and vectorises across ``j`` (four
+    entries' sums side by side); an axpy form (``C[i, :] += A[i, k] B[k, :]``) measured 1.28x
+    slower, its ``C`` row reloaded at every ``k`` since ``A``, ``B``, ``C`` share ``d``.
+    """
+    for i in range(rows):
+        for j in range(cols):
+            s = 0.0
+            for k in range(inner):
+                s += d[ao + i * row_step + k * col_step] * d[bo + k * cols + j]
+            d[co + i * cols + j] = s
+
+
 @njit_noalloc
 def transpose_times_t(p, d, vo, bo):
     """``B = T' V`` (``V`` NU x R at ``vo``, ``B`` N x R at ``bo``): ``S' V`` over ``q``, the
     rows of the inner dofs over ``u_in``."""
-    for a in range(NQ):
-        for c in range(R):
-            v = 0.0
-            for i in range(NU):
-                v += d[DS + i * NQ + a] * d[vo + i * R + c]
-            d[bo + a * R + c] = v
+    matrix_product(d, DS, 1, NQ, vo, bo, NQ, NU, R)
     for i in range(NIN):
         ii = int(p[PIN + i])
         for c in range(R):

@@ -49,7 +49,8 @@ from hapflow.rng import normal
 from .flexible import (D_SIZE, DH, DK, DM, DMR, DMT, DS, DSD, DYU, N, NG, NIN, NQ, NTQ, NU,
                        P_SIZE, PA, PB, PMKC, PMKR, PTQ, R, basis_transpose_times,
                        cholesky_solve, cholesky_substitute, flex_gauges, flex_matrices,
-                       gauge_weight, packed_model, transpose_times_t)
+                       gauge_weight, matrix_product, packed_model,
+                       transpose_times_t)
 
 W = 2 * R                  # states of the reduced model (26)
 NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
@@ -105,12 +106,9 @@ def _horner_step(d, ab, xo, to, c):
     for i in range(R):
         for j in range(W):
             d[to + i * W + j] = c * d[xo + (R + i) * W + j]
-    for i in range(R):
-        for j in range(W):
-            s = 0.0
-            for k in range(W):
-                s += d[ab + i * NC + k] * d[xo + k * W + j]
-            d[to + (R + i) * W + j] = c * s
+    matrix_product(d, ab, NC, 1, xo, to + R * W, R, W, W)
+    for i in range(R * W):
+        d[to + R * W + i] *= c
     for i in range(W):
         d[to + i * W + i] += 1.0
 
@@ -136,12 +134,7 @@ def transition(d, ab, phi, tmp, dt):
 @njit_noalloc
 def propagate(d, ab, phi, po, tmp, dt, torque_var):
     """``P <- Phi P Phi' + Gamma diag(torque_var) Gamma'`` in place at ``po``."""
-    for i in range(W):
-        for j in range(W):
-            s = 0.0
-            for k in range(W):
-                s += d[phi + i * W + k] * d[po + k * W + j]
-            d[tmp + i * W + j] = s
+    matrix_product(d, phi, W, 1, po, tmp, W, W, W)
     for i in range(W):
         for j in range(i, W):
             s = 0.0
@@ -264,12 +257,7 @@ def ekf_step(p, d):
 def _measurement_times(d, bo, co, cols):
     """``C = Hm B`` (``B`` W x cols at ``bo``, ``C`` NY x cols at ``co``) over ``Hm``'s first R
     columns: angles and curvatures depend on ``z``, not on ``z'``."""
-    for i in range(NY):
-        for j in range(cols):
-            v = 0.0
-            for k in range(R):
-                v += d[O_HM + i * W + k] * d[bo + k * cols + j]
-            d[co + i * cols + j] = v
+    matrix_product(d, O_HM, W, 1, bo, co, NY, R, cols)
 
 
 @njit_noalloc
