@@ -239,15 +239,16 @@ def median_us(fn, steps: int = 200, runs: int = 5) -> float:
 def ekf_operations(p: np.ndarray) -> dict[str, int]:
     """Multiply-adds of one EKF step, from the loop bounds of the kernels it runs and the
     sparsity of the packed model ``p`` (the Guyan envelope Cholesky counted as dense)."""
-    from hapflow.blocks.flexible import (NG, NIN, NM, NQ, NS, NU, PG, PK, PM, PMKR, PP, PS, R)
+    from hapflow.blocks.flexible import (NG, NIN, NM, NQ, NS, NU, PG, PK, PKG, PKSS, PM, PMKR,
+                                         PP, PS, R)
     from hapflow.blocks.flexible_ekf import NC, NTQ, NY, W
-    tm, tk, ts, tg, tp = (int(p[o]) for o in (PM, PK, PS, PG, PP))
+    tm, tk, ts, tg, tp, tkss, tkg = (int(p[o]) for o in (PM, PK, PS, PG, PP, PKSS, PKG))
     mk = int(p[PMKR + NU])                       # entries of M and K's pattern
     h = NM + NS * (R - NQ)                       # entries of H that can be nonzero
     h_lower = NM * (NM + 1) // 2 + NS * sum(r + 1 for r in range(NQ, R))   # H' B, lower half
     guyan = NS * (NS * NS - 1) // 6 + (NM - NQ) * NS * NS
-    basis = tk + tp + guyan
-    matrices = basis + tm + 2 * ts + mk * R + NQ * NU * R + h_lower + R * (R * R - 1) // 6
+    basis = tkss + tkg + tp + guyan
+    matrices = basis + tk + tm + 2 * ts + mk * R + NQ * NU * R + h_lower + R * (R * R - 1) // 6
     return {"model matrices M K S H M~ at w": matrices,
             "state matrix M~^-1 [K~ C~ L~]": mk * R + NQ * NU * R + h * R + 2 * R * (R - NQ)
                                              + R * R * (NC - NQ),

@@ -33,8 +33,9 @@ NIN = NU - NQ
 N = NQ + NIN
 R = NM + NT
 # room for the nonzero expansion terms of M and K (452 each), S (68), the gauge rows (22) and
-# the rotated interior modes (124): the exact expansion is sparse (hapflow.flex.expansion)
-TM, TS, TG, TP = 480, 80, 32, 140
+# the rotated interior modes (124), and of K's slave-slave (245) and slave-master (56) blocks: the
+# exact expansion is sparse (hapflow.flex.expansion)
+TM, TS, TG, TP, TKS, TKG = 480, 80, 32, 140, 260, 64
 TMK = 240            # room for the entries of M and K that are nonzero at some configuration (220)
 
 
@@ -48,7 +49,8 @@ def _layout(sizes):
 
 _PL, P_SIZE = _layout([("alpha", 1), ("beta", 1), ("A", NL * NQ), ("b", NL), ("Mc", 1 + 3 * TM),
                        ("Kc", 1 + 3 * TM), ("Sc", 1 + 3 * TS), ("Gc", 1 + 3 * TG),
-                       ("Pc", 1 + 3 * TP), ("inner", NIN), ("masters", NM), ("slaves", NS),
+                       ("Pc", 1 + 3 * TP), ("Kssc", 1 + 3 * TKS),
+                       ("Kgc", 1 + 3 * TKG), ("inner", NIN), ("masters", NM), ("slaves", NS),
                        ("tdofs", NTQ), ("mk_rows", NU + 1), ("mk_cols", TMK),
                        ("h_master", N)])
 _DL, D_SIZE = _layout([("f", NF), ("fr", NF), ("M", NU * NU), ("K", NU * NU), ("S", NU * NQ),
@@ -58,6 +60,7 @@ _DL, D_SIZE = _layout([("f", NF), ("fr", NF), ("M", NU * NU), ("K", NU * NU), ("
                        ("Gm", NG * NU), ("Pm", NS * NT), ("Kst", NS), ("torque", NTQ)])
 PA, PB, PAC, PBC = _PL["alpha"], _PL["beta"], _PL["A"], _PL["b"]
 PM, PK, PS, PG, PP = _PL["Mc"], _PL["Kc"], _PL["Sc"], _PL["Gc"], _PL["Pc"]
+PKSS, PKG = _PL["Kssc"], _PL["Kgc"]
 PIN, PMA, PSL, PTQ = _PL["inner"], _PL["masters"], _PL["slaves"], _PL["tdofs"]
 PMKR, PMKC, PHM = _PL["mk_rows"], _PL["mk_cols"], _PL["h_master"]
 DF, DFR, DM, DK, DS, DSD = _DL["f"], _DL["fr"], _DL["M"], _DL["K"], _DL["S"], _DL["Sd"]
@@ -193,20 +196,16 @@ def cholesky_solve(d, ao, n, bo, ncols):
 
 @njit_noalloc
 def _basis(p, d):
-    """K at the features in ``d`` and ``H(q)`` (eq. 5.49) into ``d``."""
-    _combine(p, PK, TM, NU * NU, d, DF, DK)
+    """``H(q)`` (eq. 5.49) at the features in ``d`` into ``d``: the Guyan part from the slave
+    rows of K, combined from their own expansions (``Kss`` and ``G = -K_sm``, zero in the q
+    masters' columns), not gathered from the whole K."""
+    _combine(p, PKSS, TKS, NS * NS, d, DF, DKSS)
+    _combine(p, PKG, TKG, NS * NM, d, DF, DG)
     _combine(p, PP, TP, NS * NT, d, DF, DPM)
     for i in range(N * R):
         d[DH + i] = 0.0
     for j in range(NM):
         d[DH + int(p[PMA + j]) * R + j] = 1.0
-    for i in range(NS):
-        ui = int(p[PIN + int(p[PSL + i]) - NQ])
-        for j in range(NS):
-            d[DKSS + i * NS + j] = d[DK + ui * NU + int(p[PIN + int(p[PSL + j]) - NQ])]
-        for j in range(NM):
-            mj = int(p[PMA + j])
-            d[DG + i * NM + j] = -d[DK + ui * NU + int(p[PIN + mj - NQ])] if mj >= NQ else 0.0
     envelope_solve(d, DKSS, NS, DKST, DG, NM, NQ)      # the q masters' columns are zero
     for i in range(NS):
         row = DH + int(p[PSL + i]) * R
@@ -221,6 +220,7 @@ def flex_matrices(p, x, d):
     """Eq. 6.3's matrices at the state ``x = (z, z')`` into ``d``: M, K, S, its rate Sd,
     ``H(q)``, ``M~ = H' Mf H`` and its Cholesky factor."""
     _features(p, x, R, d)
+    _combine(p, PK, TM, NU * NU, d, DF, DK)
     _basis(p, d)
     _combine(p, PM, TM, NU * NU, d, DF, DM)
     _combine(p, PS, TS, NU * NQ, d, DF, DS)
@@ -498,6 +498,17 @@ def _mass_stiffness_pattern(Mc: np.ndarray, Kc: np.ndarray) -> tuple[np.ndarray,
             np.concatenate([cols, np.zeros(TMK - len(cols))]))
 
 
+def _guyan_blocks(model) -> tuple[np.ndarray, np.ndarray]:
+    """The expansions of ``K``'s slave-slave block and of ``G = -K_sm`` (slave rows, master
+    columns, zero for q1..q3) as :func:`_basis` combines them: the terms of each entry are
+    ``K``'s, in its order (``-K``: the sums are ``K``'s negated, exactly)."""
+    ks = model.inner[model.slaves - NQ]
+    Kss = model.Kc[:, ks][:, :, ks]
+    G = np.zeros((len(model.Kc), NS, NM))
+    G[:, :, NQ:] = -model.Kc[:, ks][:, :, model.inner[model.masters[NQ:] - NQ]]
+    return expansion_terms(Kss, TKS), expansion_terms(G, TKG)
+
+
 def _basis_pattern(masters: np.ndarray, slaves: np.ndarray) -> np.ndarray:
     """For each row of H(q), the column of its master's one, or -1 for a slave row (nonzero
     after the q columns only: the Guyan part of q1..q3 is zero)."""
@@ -519,7 +530,7 @@ def _model_arrays() -> np.ndarray:
     model = expand(mech, [0, 2, 12], gauge_rows, red)
     parts = [model.A, model.b, expansion_terms(model.Mc, TM), expansion_terms(model.Kc, TM),
              expansion_terms(model.Sc, TS), expansion_terms(model.Gc, TG),
-             expansion_terms(model.Pc, TP), model.inner, model.masters, model.slaves,
+             expansion_terms(model.Pc, TP), *_guyan_blocks(model), model.inner, model.masters, model.slaves,
              model.torque_dofs, *_mass_stiffness_pattern(model.Mc, model.Kc),
              _basis_pattern(model.masters, model.slaves)]
     flat = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in parts])
