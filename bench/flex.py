@@ -238,24 +238,28 @@ def median_us(fn, steps: int = 200, runs: int = 5) -> float:
 
 def ekf_operations(p: np.ndarray) -> dict[str, int]:
     """Multiply-adds of one EKF step, from the loop bounds of the kernels it runs and the
-    sparsity of the packed model ``p`` (the Guyan envelope Cholesky counted as dense)."""
+    sparsity of the packed model ``p`` (the Guyan factor counted as dense, its substitutions
+    over the envelope of ``Kss``'s pattern)."""
     from hapflow.blocks.flexible import (NG, NIN, NM, NQ, NS, NU, PG, PK, PKG, PKSS, PM, PMKR,
                                          PP, PS, R)
-    from hapflow.blocks.flexible_ekf import NC, NTQ, NY, W
+    from hapflow.blocks.flexible_ekf import NTQ, NX, NY, W
     tm, tk, ts, tg, tp, tkss, tkg = (int(p[o]) for o in (PM, PK, PS, PG, PP, PKSS, PKG))
     mk = int(p[PMKR + NU])                       # entries of M and K's pattern
     h = NM + NS * (R - NQ)                       # entries of H that can be nonzero
     h_lower = NM * (NM + 1) // 2 + NS * sum(r + 1 for r in range(NQ, R))   # H' B, lower half
-    guyan = NS * (NS * NS - 1) // 6 + (NM - NQ) * NS * NS
+    entries = p[PKSS + 1:PKSS + 1 + tkss].astype(int)    # Kss's pattern: its envelope
+    first = [min(e % NS for e in entries if e // NS == i) for i in range(NS)]
+    envelope = sum(i - f for i, f in enumerate(first))
+    guyan = NS * (NS * NS - 1) // 6 + 2 * (NS + envelope) * (NM - NQ)
     basis = tkss + tkg + tp + guyan
     matrices = basis + tk + tm + 2 * ts + mk * R + NQ * NU * R + h_lower + R * (R * R - 1) // 6
     return {"model matrices M K S H M~ at w": matrices,
-            "state matrix M~^-1 [K~ C~ L~]": mk * R + NQ * NU * R + h * R + 2 * R * (R - NQ)
-                                             + R * R * (NC - NQ),
-            "transition Phi (RK4 polynomial)": 3 * R * W * W + R * W,
+            "state matrix M~^-1 [K~ C~ L~]": mk * R + NQ * NU * R + h * R + R * R * NX
+                                             + R * (R - NQ) * (NQ + 1) + R * NTQ * NQ,
+            "transition Phi (RK4 polynomial)": R * W + R * R * W + 2 * R * W * W,
             "Phi w + Gamma u": W * W + 3 * R * W + R * NTQ,
             "covariance Phi P Phi' + Q": W ** 3 + W * (W + 1) // 2 * (W + 3 * NTQ),
-            "correction (gauges, gain, P)": basis + tg + NG * NIN * R + NY * R * (W + NY)
+            "correction (gauges, gain, P)": basis + tg + NG * NIN * R + NG * (R - NQ) * (W + NY)
                                             + NY ** 3 // 6 + NY * NY * W + W * NY
                                             + W * (W + 1) // 2 * NY}
 

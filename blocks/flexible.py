@@ -56,7 +56,8 @@ _PL, P_SIZE = _layout([("alpha", 1), ("beta", 1), ("A", NL * NQ), ("b", NL), ("M
 _DL, D_SIZE = _layout([("f", NF), ("fr", NF), ("M", NU * NU), ("K", NU * NU), ("S", NU * NQ),
                        ("Sd", NU * NQ), ("Kss", NS * NS), ("G", NS * NM), ("H", N * R),
                        ("x", N), ("xd", N), ("u", NU), ("ud", NU), ("t1", NU), ("t2", NU),
-                       ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("Mt", R * R), ("Yu", NU * R), ("MY", NU * R), ("rhs", R),
+                       ("g", N), ("Mf", N * N), ("MH", N * R), ("Mr", R * R), ("Yu", NU * R),
+                       ("MY", NU * R), ("rhs", R),
                        ("Gm", NG * NU), ("Pm", NS * NT), ("Kst", NS), ("torque", NTQ)])
 PA, PB, PAC, PBC = _PL["alpha"], _PL["beta"], _PL["A"], _PL["b"]
 PM, PK, PS, PG, PP = _PL["Mc"], _PL["Kc"], _PL["Sc"], _PL["Gc"], _PL["Pc"]
@@ -65,9 +66,9 @@ PIN, PMA, PSL, PTQ = _PL["inner"], _PL["masters"], _PL["slaves"], _PL["tdofs"]
 PMKR, PMKC, PHM = _PL["mk_rows"], _PL["mk_cols"], _PL["h_master"]
 DF, DFR, DM, DK, DS, DSD = _DL["f"], _DL["fr"], _DL["M"], _DL["K"], _DL["S"], _DL["Sd"]
 DKSS, DG, DH, DX, DXD = _DL["Kss"], _DL["G"], _DL["H"], _DL["x"], _DL["xd"]
-DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DMT, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"],
-                                                    _DL["g"], _DL["Mf"], _DL["MH"], _DL["Mr"],
-                                                    _DL["Mt"], _DL["rhs"])
+DU, DUD, DT1, DT2, DGV, DMF, DMH, DMR, DRHS = (_DL["u"], _DL["ud"], _DL["t1"], _DL["t2"],
+                                               _DL["g"], _DL["Mf"], _DL["MH"], _DL["Mr"],
+                                               _DL["rhs"])
 DYU, DMY = _DL["Yu"], _DL["MY"]
 DGM, DPM, DKST, DTQ = _DL["Gm"], _DL["Pm"], _DL["Kst"], _DL["torque"]
 
@@ -177,13 +178,14 @@ def envelope_solve(d, ao, n, st, bo, ncols, first):
             for k in range(int(d[st + i]), i):
                 v -= d[ao + i * n + k] * d[bo + k * ncols + c]
             d[bo + i * ncols + c] = v / d[ao + i * n + i]
-    for i in range(n - 1, -1, -1):
+    for i in range(n - 1, -1, -1):      # L' x = y by the rows of L: x_i, then its share
+        lii = d[ao + i * n + i]         # of the rows above, over row i's envelope only
         for c in range(first, ncols):
-            v = d[bo + i * ncols + c]
-            for k in range(i + 1, n):
-                if d[st + k] <= i:
-                    v -= d[ao + k * n + i] * d[bo + k * ncols + c]
-            d[bo + i * ncols + c] = v / d[ao + i * n + i]
+            d[bo + i * ncols + c] /= lii
+        for k in range(int(d[st + i]), i):
+            lik = d[ao + i * n + k]
+            for c in range(first, ncols):
+                d[bo + k * ncols + c] -= lik * d[bo + i * ncols + c]
 
 
 @njit_noalloc
@@ -366,8 +368,7 @@ def basis_transpose_times(p, d, bo, co, cols, lower=False):
 
 @njit_noalloc
 def _reduced_mass(p, d):
-    """``M~ = H' Mf H`` into ``d``: at ``Mt`` (for the EKF's state matrix) and its Cholesky
-    factor at ``Mr``.
+    """The Cholesky factor of ``M~ = H' Mf H`` into ``d`` at ``Mr``.
 
     ``Mf = T' M T`` with ``T = [S E]`` (``u = S q + E u_in``), so ``M~ = Y' M Y`` with
     ``Y = T H = [S 0] + Yu``: ``Yu = E H_u`` (``d[Yu]``, NU x R) is zero in the q columns
@@ -392,10 +393,6 @@ def _reduced_mass(p, d):
                 d[DMY + i * R + c] += m * d[DYU + k * R + c]
     transpose_times_t(p, d, DMY, DMH)
     basis_transpose_times(p, d, DMH, DMR, R, True)     # the factor reads the lower triangle
-    for i in range(R):
-        for j in range(i + 1):
-            d[DMT + i * R + j] = d[DMR + i * R + j]
-            d[DMT + j * R + i] = d[DMR + i * R + j]
     cholesky_factor(d, DMR, R)
 
 
@@ -530,8 +527,8 @@ def _model_arrays() -> np.ndarray:
     model = expand(mech, [0, 2, 12], gauge_rows, red)
     parts = [model.A, model.b, expansion_terms(model.Mc, TM), expansion_terms(model.Kc, TM),
              expansion_terms(model.Sc, TS), expansion_terms(model.Gc, TG),
-             expansion_terms(model.Pc, TP), *_guyan_blocks(model), model.inner, model.masters, model.slaves,
-             model.torque_dofs, *_mass_stiffness_pattern(model.Mc, model.Kc),
+             expansion_terms(model.Pc, TP), *_guyan_blocks(model), model.inner, model.masters,
+             model.slaves, model.torque_dofs, *_mass_stiffness_pattern(model.Mc, model.Kc),
              _basis_pattern(model.masters, model.slaves)]
     flat = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in parts])
     if flat.size + 2 != P_SIZE:

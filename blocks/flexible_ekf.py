@@ -46,7 +46,7 @@ from hapflow.params import Live, Structural, between, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
-from .flexible import (D_SIZE, DH, DK, DM, DMR, DMT, DS, DSD, DYU, N, NG, NIN, NQ, NTQ, NU,
+from .flexible import (D_SIZE, DH, DK, DM, DMR, DS, DSD, DYU, N, NG, NIN, NQ, NTQ, NU,
                        P_SIZE, PA, PB, PMKC, PMKR, PTQ, R, basis_transpose_times,
                        cholesky_solve, cholesky_substitute, flex_gauges, flex_matrices,
                        gauge_weight, matrix_product, packed_model,
@@ -55,6 +55,7 @@ from .flexible import (D_SIZE, DH, DK, DM, DMR, DMT, DS, DSD, DYU, N, NG, NIN, N
 W = 2 * R                  # states of the reduced model (26)
 NY = NQ + NG               # measurements: q1 q2 q3, gamma1 gamma2 gamma4
 NC = W + NTQ               # columns of M~^-1 [K~ C~ L~]
+NX = R + NQ                # columns solved for them (see state_matrix)
 ENCODER_MKD = math.radians(1.534e-3) / math.sqrt(12.0)    # rad, MKD041/MKD090 drives
 ENCODER_PARKER = 2.0 * math.pi / 4096 / math.sqrt(12.0)    # rad, 4096 ppr encoder
 
@@ -72,6 +73,12 @@ def state_matrix(p, d):
     ``Y' K Yu`` without its q rows.  One product ``Y' [M Sd, K Yu]`` over the entries of M,
     K and H that can be nonzero gives both (``Yu`` as ``flex_matrices`` left it in ``d``);
     ``L~ e_k = (S' e_k, 0)``.
+
+    Solved for 16 columns, not 29: ``X = M~^-1 [E_q, -K~_e, -Y' M Sd]`` (``E_q`` the q columns
+    of I, ``_e`` the elastic and modal columns).  The rest follows from ``Z = M~^-1 E_q``:
+    ``M~^-1 L~ = Z S_t'`` (``S_t`` the rows of S at the torque dofs), and since
+    ``Y' K Yu = K~ + E_q Q`` (``Q`` its q rows), ``-M~^-1 C~_e = -alpha I_e + beta (X_K - Z Q)``;
+    the zero q columns of ``K~`` need no solve.
     """
     alpha, beta = p[PA], p[PB]
     for i in range(NU):                          # V = [M Sd, K Yu] (NU x R)
@@ -86,18 +93,31 @@ def state_matrix(p, d):
                 d[O_T + i * R + c] += kv * d[DYU + k * R + c]
     transpose_times_t(p, d, O_T, O_FORCES)
     basis_transpose_times(p, d, O_FORCES, O_S1, R)      # Y' V = H' T' V (R x R)
+    for r in range(R):                                  # [E_q, -K~_e, -Y' M Sd] at t (R x NX)
+        row = O_T + r * NX
+        for c in range(NQ):
+            d[row + c] = 1.0 if r == c else 0.0
+            d[row + R + c] = -d[O_S1 + r * R + c]
+        for c in range(NQ, R):
+            d[row + c] = -d[O_S1 + r * R + c] if r >= NQ else 0.0
+    cholesky_substitute(d, DMR, R, O_T, NX)
     for r in range(R):
-        row = O_AB + r * NC
+        row, x = O_AB + r * NC, O_T + r * NX
         for c in range(NQ):
             d[row + c] = 0.0                                  # -K~: zero q columns
-            d[row + R + c] = -d[O_S1 + r * R + c]             # -C~, q columns: -Y' M Sd
+            d[row + R + c] = d[x + R + c]                     # -M~^-1 C~, q columns
         for c in range(NQ, R):
-            yk = d[O_S1 + r * R + c]
-            d[row + c] = -yk if r >= NQ else 0.0              # -K~ = -Yu' K Yu
-            d[row + R + c] = -(alpha * d[DMT + r * R + c] + beta * yk)
-        for k in range(NTQ):                                  # L~ e_k = (S' e_k, 0)
-            d[row + W + k] = d[DS + int(p[PTQ + k]) * NQ + r] if r < NQ else 0.0
-    cholesky_substitute(d, DMR, R, O_AB, NC)
+            zq = 0.0
+            for a in range(NQ):
+                zq += d[x + a] * d[O_S1 + a * R + c]
+            d[row + c] = d[x + c]
+            d[row + R + c] = beta * (d[x + c] - zq) - (alpha if r == c else 0.0)
+        for k in range(NTQ):                                  # M~^-1 L~ = Z S_t'
+            t = int(p[PTQ + k])
+            v = 0.0
+            for a in range(NQ):
+                v += d[x + a] * d[DS + t * NQ + a]
+            d[row + W + k] = v
 
 
 @njit_noalloc
@@ -115,8 +135,13 @@ def _horner_step(d, ab, xo, to, c):
 
 @njit_noalloc
 def transition(d, ab, phi, tmp, dt):
-    """``Phi = I + A dt + (A dt)^2/2 + (A dt)^3/6 + (A dt)^4/24`` (RK4's transition) at ``phi``."""
-    c = dt / 4.0                                 # the first step, I + c A I, needs no product
+    """``Phi = I + A dt + (A dt)^2/2 + (A dt)^3/6 + (A dt)^4/24`` (RK4's transition) at ``phi``.
+
+    Horner's rule, ``X <- I + c A X`` for ``c = dt/4, dt/3, dt/2, dt`` from ``X = I``, with
+    ``A = [[0, I], [F, G]]``: the first step needs no product, and the second only ``G`` times
+    the lower rows of ``X1 = [[I, c I], [c F, I + c G]]`` (``F [I, c I]`` is ``[F, c F]``).
+    """
+    c = dt / 4.0
     for i in range(W * W):
         d[phi + i] = 0.0
     for i in range(R):
@@ -125,7 +150,22 @@ def transition(d, ab, phi, tmp, dt):
             d[phi + (R + i) * W + j] = c * d[ab + i * NC + j]
     for i in range(W):
         d[phi + i * W + i] += 1.0
-    for c in (dt / 3.0, dt / 2.0, dt):
+    c2 = dt / 3.0
+    for i in range(R):
+        for j in range(W):
+            d[tmp + i * W + j] = c2 * d[phi + (R + i) * W + j]
+    matrix_product(d, ab + R, NC, 1, phi + R * W, tmp + R * W, R, R, W)
+    for i in range(R):
+        row = tmp + (R + i) * W
+        for j in range(R):
+            f = d[ab + i * NC + j]
+            d[row + j] = c2 * (d[row + j] + f)
+            d[row + R + j] = c2 * (d[row + R + j] + c * f)
+    for i in range(W):
+        d[tmp + i * W + i] += 1.0
+    for i in range(W * W):
+        d[phi + i] = d[tmp + i]
+    for c in (dt / 2.0, dt):
         _horner_step(d, ab, phi, tmp, c)
         for i in range(W * W):
             d[phi + i] = d[tmp + i]
@@ -255,9 +295,14 @@ def ekf_step(p, d):
 
 @njit_noalloc
 def _measurement_times(d, bo, co, cols):
-    """``C = Hm B`` (``B`` W x cols at ``bo``, ``C`` NY x cols at ``co``) over ``Hm``'s first R
-    columns: angles and curvatures depend on ``z``, not on ``z'``."""
-    matrix_product(d, O_HM, W, 1, bo, co, NY, R, cols)
+    """``C = Hm B`` (``B`` W x cols at ``bo``, ``C`` NY x cols at ``co``) over the entries of
+    ``Hm`` that can be nonzero: the angle rows pick ``q``, the curvature rows depend on the
+    elastic coordinates only (not on ``q`` or ``z'``).  The skipped products are zeros."""
+    for a in range(NQ):
+        for j in range(cols):
+            d[co + a * cols + j] = d[bo + a * cols + j]
+    matrix_product(d, O_HM + NQ * W + NQ, W, 1, bo + NQ * cols, co + NQ * cols, NG, R - NQ,
+                   cols)
 
 
 @njit_noalloc

@@ -1,6 +1,7 @@
 """The reduced-model EKF of seed 004 chapter 6 (blocks/flexible_ekf.py): its linearisation
 against the model, its torque meters, and graphs/flexible_link_ekf.yaml over the thesis's 3 s."""
 import importlib
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -13,10 +14,13 @@ from scipy.signal import find_peaks
 import hapflow
 from hapflow import registry
 from hapflow.blocks.flexible import D_SIZE, R, flex_rate, packed_model
-from hapflow.blocks.flexible_ekf import NC, W, FlexibleLinkEKF, TorqueMeter, state_matrix
+from hapflow.blocks.flexible_ekf import (NC, W, FlexibleLinkEKF, TorqueMeter, ekf_step,
+                                         state_matrix)
 from hapflow.blocks.sources import Constant
+from hapflow.flex import expansion
 from hapflow.flex.erls_reduction import reduce_erls
-from hapflow.flex.manipulator import MASTERS, Q_STAR, TABLE_5_5, manipulator
+from hapflow.flex.manipulator import MASTERS, Q_STAR, TABLE_5_5, gauge_rows, manipulator
+from hapflow.flex.state_space import expand
 
 GRAPH = Path(__file__).resolve().parents[1] / "graphs" / "flexible_link_ekf.yaml"
 DRIVE_HZ = (8.0, 10.0, 11.0)                            # eq. 6.7
@@ -68,6 +72,92 @@ def test_state_and_input_matrices_give_the_models_rate():
     _, w, torque, rate, ab = _linearised(4, 1.0)
     assert ab[:, :W] @ w + ab[:, W:] @ torque == pytest.approx(rate[R:], rel=1e-9,
                                                                abs=1e-9 * np.abs(rate).max())
+
+
+@pytest.fixture(scope="module")
+def numpy_model():
+    """The block's reduced model as hapflow.flex.state_space builds it (numpy, no kernels)."""
+    mech = manipulator(alpha=1.0, beta=2e-6)             # the EKF's default damping
+    return expand(mech, [0, 2, 12], gauge_rows, reduce_erls(mech, MASTERS, Q_STAR,
+                                                             list(range(3, 9)), 4))
+
+
+def _eq_6_3(model, w):
+    """Eq. 6.3's ``A`` (W x W) and ``B`` (W x 3) at ``w``, from the numpy model's matrices:
+    ``M~ = H' Mf H``, ``K~ = H' Kf H``, ``C~ = H' Cv H``, ``L~ = H' T' F`` over ``(q, u_in)``
+    with ``u = S q + E u_in = T (q, u_in)`` (as ``FlexModel.rate`` forms the forces)."""
+    q, qd = w[:3], w[R:R + 3]
+    angles = model.A @ q + model.b
+    M, K, S = (np.tensordot(expansion.features(angles), c, 1)
+               for c in (model.Mc, model.Kc, model.Sc))
+    Sd = np.tensordot(expansion.feature_rates(angles, model.A @ qd), model.Sc, 1)
+    E = np.zeros((len(M), len(model.inner)))
+    E[model.inner, np.arange(len(model.inner))] = 1.0
+    T = np.hstack([S, E])
+    Kf = np.zeros((T.shape[1], T.shape[1]))
+    Kf[3:, 3:] = E.T @ K @ E
+    Cv = T.T @ np.hstack([M @ Sd, model.alpha * M @ E + model.beta * K @ E])
+    F = np.zeros((len(M), 3))
+    F[model.torque_dofs, np.arange(3)] = 1.0
+    H = model.basis(q)
+    Mr = H.T @ T.T @ M @ T @ H
+    lower = np.linalg.solve(Mr, np.hstack([-H.T @ Kf @ H, -H.T @ Cv @ H, H.T @ T.T @ F]))
+    A = np.vstack([np.hstack([np.zeros((R, R)), np.eye(R)]), lower[:, :W]])
+    return A, np.vstack([np.zeros((R, 3)), lower[:, W:]])
+
+
+def _numpy_ekf_step(model, block, w, P, y, torque):
+    """The EKF of the module notes in numpy: correct with ``y``, predict by RK4's transition."""
+    q = w[:3]
+    G = np.tensordot(expansion.features(model.A @ q + model.b), model.Gc, 1)
+    Hm = np.zeros((6, W))
+    Hm[:3, :3] = np.eye(3)
+    Hm[3:, :R] = G[:, model.inner] @ model.basis(q)[3:]
+    noise = np.array([block.q12_std, block.q12_std, block.q3_std, *[block.gamma_std] * 3])
+    gain = np.linalg.solve(Hm @ P @ Hm.T + np.diag(noise ** 2), Hm @ P).T
+    w = w + gain @ (y - np.concatenate([q, model.gauges(w)]))
+    P = P - gain @ Hm @ P
+    P = 0.5 * (P + P.T)
+    A, B = _eq_6_3(model, w)
+    dt, Adt = block.sample_time, A * block.sample_time
+    powers = [np.linalg.matrix_power(Adt, k) for k in range(5)]
+    phi = sum(Ak / math.factorial(k) for k, Ak in enumerate(powers))
+    gamma = dt * sum(Ak / math.factorial(k + 1) for k, Ak in enumerate(powers[:4])) @ B
+    g = np.vstack([dt * dt / 2 * B[R:], dt * B[R:]])
+    var = np.array([block.t1_std, block.t2_std, block.t3_std]) ** 2
+    return phi @ w + gamma @ torque, phi @ P @ phi.T + g @ np.diag(var) @ g.T
+
+
+def test_ekf_step_equals_the_ekf_on_the_numpy_model(numpy_model):
+    # one correction and one prediction of the compiled kernels against numpy's dense algebra
+    # on the numpy model's matrices, at a moving state with a correlated covariance: every
+    # shortcut of the kernels (sparsity, the 16-column solve of the state matrix, the Horner
+    # steps, the measurement rows' structure) must give the dense result to round-off
+    block = FlexibleLinkEKF()
+    block.sample_time = 1e-4
+    p, d = block.pack(), block.initial_state()[1]
+    D = block.D
+    rng = np.random.default_rng(7)
+    scale = np.concatenate([np.full(3, 1e-3), np.full(R - 3, 1e-5), np.full(3, 0.3),
+                            np.full(R - 3, 1e-2)])
+    w = np.concatenate([Q_STAR + rng.uniform(-0.3, 0.3, 3), np.zeros(W - 3)])
+    w[3:] += scale[3:] * rng.standard_normal(W - 3)
+    mix = np.eye(W) + 0.3 * rng.standard_normal((W, W)) / np.sqrt(W)
+    P = (scale[:, None] * mix) @ (scale[:, None] * mix).T
+    y = np.concatenate([w[:3] + 1e-4 * rng.standard_normal(3), 1e-4 * rng.standard_normal(3)])
+    torque = np.array([1.0, -3.0, 0.2])
+    d[D.w:D.w + W], d[D.P:D.P + W * W] = w, P.ravel()
+    d[D.y:D.y + 6], d[D.torque:D.torque + 3] = y, torque
+    ekf_step(p, d)
+    w_ref, P_ref = _numpy_ekf_step(numpy_model, block, w, P, y, torque)
+    sd = np.sqrt(np.diag(P_ref))
+    # relative to each entry's scale: the state's own size or its uncertainty, whichever is
+    # larger (an elastic coordinate's value can be near zero), and sd_i sd_j for P
+    assert np.abs(d[D.w:D.w + W] - w_ref).max() > 0.0                   # really computed
+    np.testing.assert_array_less(np.abs(d[D.w:D.w + W] - w_ref),
+                                 1e-10 * np.maximum(np.abs(w_ref), sd))
+    np.testing.assert_array_less(np.abs(d[D.P:D.P + W * W].reshape(W, W) - P_ref),
+                                 1e-10 * np.outer(sd, sd))
 
 
 def test_torque_meter_noise_and_converter():
