@@ -103,6 +103,20 @@ class ModelFileError(HapflowError):
     """A model file that cannot be read, or that is not a hapflow impedance model."""
 
 
+def _key_lines(data: dict, line: Callable[..., int | None], keys: tuple = (),
+               depth: int = 3) -> dict[tuple, int]:
+    """The line of each entry of ``data`` up to ``depth`` keys deep, by its keys."""
+    out = {}
+    for key, value in data.items():
+        path = (*keys, key)
+        n = line(*path)
+        if n:
+            out[path] = n
+        if isinstance(value, dict) and depth > 1:
+            out.update(_key_lines(value, line, path, depth - 1))
+    return out
+
+
 # ------------------------------------------------------------------ kernels
 
 @njit(cache=True)
@@ -303,6 +317,11 @@ class ImpedanceModel:
     polynomial : dict, optional
         Coefficients of a global polynomial model by name (:data:`POLYNOMIAL`); the knots
         then sample it.
+    where : str
+        The file the model was read from (``"model"`` if none), for messages.
+    lines : dict
+        The line in that file of each entry up to three keys deep, by its keys (see
+        :meth:`at`).
     """
 
     positive: Knots
@@ -314,6 +333,14 @@ class ImpedanceModel:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     fit: dict[str, Any] = field(default_factory=dict)
     polynomial: dict[str, float] | None = None
+    where: str = field(default="model", repr=False, compare=False)
+    lines: dict[tuple, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def at(self, *keys: str) -> str:
+        """``file:line`` of the entry at ``keys`` (``"settings", "prep", "cutoff"``) in the
+        file the model was read from, for messages; the file alone where no line is known."""
+        n = self.lines.get(keys)
+        return f"{self.where}:{n}" if n else self.where
 
     def __post_init__(self):
         if self.polynomial is not None:
@@ -458,7 +485,8 @@ class ImpedanceModel:
             except ModelFileError as exc:
                 raise ModelFileError(f"{at('polynomial')}: {exc}") from None
         return cls(knots["positive"], knots["negative"], float(vb), method,
-                   *(dict(data.get(section) or {}) for section in SECTIONS), poly)
+                   *(dict(data.get(section) or {}) for section in SECTIONS), poly, where,
+                   _key_lines(data, line) if line is not None else {})
 
     @classmethod
     def from_yaml(cls, text: str, where: str = "model") -> "ImpedanceModel":

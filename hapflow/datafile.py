@@ -317,8 +317,17 @@ def _csv_signal(path: Path, column: str) -> Signal:
     unit = table.units[table.index(column)]
     if time is None:
         return Signal(values, None, 0.0, where, unit)
-    t = table.column(time) * {"ms": 1e-3, "us": 1e-6}.get(table.units[time] or "s", 1.0)
+    t = table.column(time) * _seconds(table.units[time] or "s", table)
     return Signal(values, uniform_rate(t, str(path), table.lines), float(t[0]), where, unit)
+
+
+def _seconds(unit: str, table: Table) -> float:
+    """Seconds per unit of a time column (``ms`` -> 1e-3)."""
+    known = si_unit(unit)
+    if known is None or known[1] != "s" or not known[0] > 0:
+        raise DataFileError(f"{table.header}: the time column's unit {unit!r} is not a unit of "
+                            "time; write s, ms, us (or another pint knows)")
+    return known[0]
 
 
 def _npy_signal(path: Path, column: str) -> Signal:

@@ -109,6 +109,26 @@ def test_errors_are_one_line_with_what_to_do(run, tmp_path, capsys):
     assert "quasi-static" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, text", [
+    (["identify", "CSV", "--acc", "nosuch"], "--acc nosuch: --pos, --force and --acc name "
+                                             "signals of a recording; DATA is a CSV file"),
+    (["identify", "CSV", "--pos", "y"], "--pos y: --pos, --force and --acc name signals"),
+    (["verify", "MODEL", "--against", "CSV", "--force", "u"], "--force u: --pos, --force"),
+    (["verify", "MODEL", "--against", "RUN", "--units", "force=gf"],
+     "--units, --columns and --rate apply to CSV files"),
+], ids=["identify-acc", "identify-pos", "verify-force", "verify-units"])
+def test_options_for_the_other_kind_of_data_are_errors(argv, text, run, model_file, capsys):
+    """Issue 18: ``identify DATA.csv --acc nosuch`` was accepted (the option ignored), and
+    so were verify's --units with a recording."""
+    csv = KEYS + "cherry_mx_red.csv"
+    names = {"CSV": csv, "MODEL": str(model_file), "RUN": str(run)}
+    assert main([names.get(a, a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hapflow: error: ") and text.replace("DATA", csv) in err, err
+    assert main(["identify", csv, "--acc", "none", "--method", "auto",
+                 "--out", str(model_file.parent / "k.yaml")]) == 0
+
+
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
     """The true model of the synthetic recording, as a model file."""
@@ -140,6 +160,38 @@ def test_a_damaged_model_file_is_one_located_error(edit, line, text, model_file,
     err = capsys.readouterr().err
     assert err.startswith(f"hapflow: error: {bad}:{line}: ") and text in err, err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def identified(run, tmp_path_factory):
+    """A model file written by identify (with the preparation settings verify replays)."""
+    path = tmp_path_factory.mktemp("identified") / "model.yaml"
+    assert main(["identify", str(run), "--segments", "5", "--out", str(path)]) == 0
+    return path
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("cutoff", "abc", "settings.prep.cutoff must be a frequency > 0 Hz, got 'abc'"),
+    ("trim", "abc", "settings.prep.trim must be a time >= 0 s, got 'abc'"),
+    ("order", "2.5", "settings.prep.order must be an integer 1..8, got 2.5"),
+    ("deadband", ".nan", "settings.prep.deadband must be a speed >= 0 m/s, got nan"),
+    ("velocity", "bogus", "settings.prep.velocity must be one of fusion, spectral"),
+    ("acc", "[1]", "source.signals.acc must be a signal name or null (no accelerometer), "
+                   "got [1]"),
+])
+def test_settings_verify_replays_are_checked_naming_the_model_file_line(
+        key, value, text, identified, run, tmp_path, capsys):
+    """Issue 18 (mutation of model files): cutoff: abc, trim: abc were tracebacks in verify,
+    and a bad estimator name was blamed on the data file."""
+    bad = tmp_path / "bad.yaml"
+    edited, count = re.subn(rf"([{{ ]{key}: )[^,}}\n]+", rf"\g<1>{value}",
+                            identified.read_text(), count=1)
+    assert count == 1
+    bad.write_text(edited)
+    line = next(i for i, row in enumerate(edited.splitlines(), 1) if f"{key}: {value}" in row)
+    assert main(["verify", str(bad), "--against", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {bad}:{line}: ") and text in err, err
 
 
 def test_model_values_beyond_their_limits_are_rejected_and_a_negative_mass_warned(

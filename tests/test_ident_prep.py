@@ -308,6 +308,17 @@ def test_a_record_too_short_to_fit_names_its_rows(tmp_path, capsys):
                           "for 2 parameters; at least 10 are needed"), err
 
 
+def test_a_recording_with_a_damaged_sample_rate_names_it(tmp_path, sweep):
+    """A rate attribute of NaN gave "Nyquist frequency nan Hz" (issue 18), without the file."""
+    import h5py
+    path = syn.write_recording(tmp_path / "r.h5", sweep)
+    with h5py.File(path, "r+") as f:
+        f.attrs["rate"] = np.nan
+    with pytest.raises(IdentError, match=r"recording '.*r.h5': the sample rate must be a number "
+                                         r"> 0 Hz, got nan"):
+        from_recording(path)
+
+
 def test_recording_signals_and_missing_names(tmp_path, sweep):
     path = syn.write_recording(tmp_path / "r.h5", sweep)
     mo = from_recording(path)

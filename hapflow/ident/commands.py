@@ -40,7 +40,7 @@ def cmd_identify(args: argparse.Namespace) -> int:
     from .prep import load_motion
     from .report import model_table, plot_force, plot_parameters, truth_table
     data = Path(args.data)
-    motion = load_motion(data, **prep_kwargs(args))
+    motion = load_motion(data, **prep_kwargs(args, data))
     for line in motion.source.get("warnings", []):
         print(f"warning: {line}")
     try:
@@ -120,17 +120,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if mass:
         print(f"warning: {mass}")
     kw = prep_settings(model)
-    given = prep_kwargs(args)
+    data = Path(args.against)
+    csv = data.suffix.lower() == ".csv"
+    for key in ("pos", "force", "acc") if csv else ("units", "columns", "rate"):
+        kw.pop(key, None)           # the model's data was of the other kind: its names do not apply
+    given = prep_kwargs(args, data)
     if args.acc is None:
         given.pop("acc")
     kw.update({k: v for k, v in given.items() if v is not None})
-    data = Path(args.against)
-    if data.suffix.lower() == ".csv":
-        for key in ("pos", "force", "acc"):
-            kw.pop(key, None)
-    else:
-        for key in ("units", "columns", "rate"):
-            kw.pop(key, None)
     motion = load_motion(data, **kw)
     predicted = predict_motion(model, motion)
     ok = motion.valid

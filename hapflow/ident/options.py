@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..argtypes import integer, number
 from .errors import IdentError
@@ -24,9 +25,27 @@ def _pairs(text: str | None, option: str, example: str) -> dict[str, str] | None
     return out
 
 
-def prep_kwargs(args: argparse.Namespace) -> dict:
+SIGNAL_DEFAULTS = {"pos": "enc.pos", "force": "head.force", "acc": "none"}
+"""The recording-signal options and the values that name nothing beyond the defaults."""
+
+
+def prep_kwargs(args: argparse.Namespace, data: Path | None = None) -> dict:
     """The data-preparation settings the command-line options of :func:`add_prep_options`
-    give, as keyword arguments of :func:`hapflow.ident.prep.load_motion`."""
+    give, as keyword arguments of :func:`hapflow.ident.prep.load_motion`.
+
+    Raises
+    ------
+    IdentError
+        When ``data`` is a CSV file and ``--pos``, ``--force`` or ``--acc`` name a signal:
+        those name a recording's signals (a CSV file's columns are named by ``--columns``).
+    """
+    if data is not None and data.suffix.lower() == ".csv":
+        given = [f"--{k} {getattr(args, k)}" for k, default in SIGNAL_DEFAULTS.items()
+                 if getattr(args, k) not in (None, default)]
+        if given:
+            raise IdentError(f"{' '.join(given)}: --pos, --force and --acc name signals of a "
+                             f"recording; {data} is a CSV file, whose columns are named with "
+                             "--columns, e.g. --columns position=y,force=u,acceleration=a")
     acc = args.acc
     if acc is not None and acc.lower() == "none":
         acc = None

@@ -794,6 +794,8 @@ def from_arrays(x: np.ndarray, force: np.ndarray, rate: float | None = None,
         raise IdentError(f"unknown preparation setting(s) {sorted(unknown)}; valid: "
                          f"{', '.join(DEFAULTS)}")
     s = _settings(settings)
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise IdentError(f"the sample rate must be a number > 0 Hz, got {rate!r}")
     if rate is None:
         if direction is None:
             raise IdentError("quasi-static data (no sample rate) needs direction labels")
@@ -910,7 +912,10 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
     source = {"kind": "hdf5", "path": str(path) if path else None,
               "sha256": sha256(path) if path else None,
               "signals": {"pos": pos, "force": force, "acc": acc}}
-    motion = from_arrays(x, f, float(rate), a, velocity=velocity, source=source, **settings)
+    try:
+        motion = from_arrays(x, f, float(rate), a, velocity=velocity, source=source, **settings)
+    except IdentError as exc:
+        raise IdentError(f"{where}: {exc}") from None
     motion.time = t
     motion.where = where
     return motion

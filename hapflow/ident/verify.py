@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from .errors import IdentError
+from .prep import VELOCITY_METHODS
 
 
 @dataclass
@@ -194,23 +195,65 @@ def fit_quality(model: Any, motion: Any) -> dict[str, Any]:
             "force_range": v.force_range, "samples": v.n}
 
 
+_ABSENT = object()
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _number(low: float, low_open: bool = True) -> Callable[[Any], bool]:
+    return lambda v: (isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and math.isfinite(v) and (v > low if low_open else v >= low))
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, dict) and all(_name(k) and _name(v) for k, v in value.items())
+
+
+REPLAYED = {("settings", "prep", "velocity"): (lambda v: v in VELOCITY_METHODS,
+                                               f"one of {', '.join(VELOCITY_METHODS)}"),
+            ("settings", "prep", "order"): (lambda v: isinstance(v, int) and 1 <= v <= 8
+                                            and not isinstance(v, bool), "an integer 1..8"),
+            ("settings", "prep", "cutoff"): (_number(0.0), "a frequency > 0 Hz"),
+            ("settings", "prep", "crossover"): (_number(0.0), "a frequency > 0 Hz"),
+            ("settings", "prep", "highpass"): (_number(0.0), "a frequency > 0 Hz"),
+            ("settings", "prep", "deadband"): (_number(0.0, False), "a speed >= 0 m/s"),
+            ("settings", "prep", "trim"): (_number(0.0, False), "a time >= 0 s"),
+            ("source", "signals", "pos"): (_name, "a signal name"),
+            ("source", "signals", "force"): (_name, "a signal name"),
+            ("source", "signals", "acc"): (lambda v: v is None or _name(v),
+                                           "a signal name or null (no accelerometer)"),
+            ("source", "units"): (_names, "a mapping of quantity: unit"),
+            ("source", "columns"): (_names, "a mapping of quantity: column name"),
+            ("source", "rate"): (_number(0.0), "a sample rate > 0 Hz")}
+"""The entries of a model file that ``verify`` replays to prepare the data as the
+model's data was prepared (:func:`prep_settings`), with what each must be; absent or
+``null`` leaves the default (``acc: null``: the model's data had no accelerometer)."""
+
+
 def prep_settings(model: Any) -> dict[str, Any]:
-    """Signal names and estimator settings the model was identified with (for replay)."""
-    prep = dict(model.settings.get("prep") or {})
-    signals = dict((model.source or {}).get("signals") or {})
+    """Signal names and estimator settings the model was identified with (for replay).
+
+    Raises
+    ------
+    ModelFileError
+        Naming the model file's line of a replayed entry that is not what it must be
+        (:data:`REPLAYED`).
+    """
+    from .errors import ModelFileError
+    sections = {"settings": model.settings or {}, "source": model.source or {}}
     out: dict[str, Any] = {}
-    for key in ("pos", "force", "acc"):
-        if key in signals:
-            out[key] = signals[key]
-    if prep.get("velocity"):
-        out["velocity"] = prep["velocity"]
-    for key in ("order", "cutoff", "crossover", "highpass", "deadband", "trim"):
-        if key in prep:
-            out[key] = prep[key]
-    for key in ("units", "columns", "rate"):
-        value = (model.source or {}).get(key)
-        if value:
-            out[key] = value
+    for keys, (valid, what) in REPLAYED.items():
+        value = sections[keys[0]]
+        for key in keys[1:]:
+            value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is _ABSENT or (value is None and keys[-1] != "acc"):
+            continue                            # absent: the default
+        if not valid(value):
+            raise ModelFileError(f"{model.at(*keys)}: {'.'.join(keys)} must be {what}, got "
+                                 f"{value!r}")
+        out[keys[-1]] = value
     return out
 
 
