@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from hapflow.errors import HapflowError
+
+if TYPE_CHECKING:
+    from .scales import Scale
 
 KINDS = ("ai", "ao", "ci_encoder", "do")
 """Channel kinds: analog input, analog output, quadrature encoder counter, digital output."""
@@ -69,6 +72,9 @@ class Channel:
     initial : int
         Encoder: the count (as reported) when the card starts (NI-DAQmx ``initial_pos``
         in ticks): 0, or :data:`~hapflow.hil.homing.SEEK_START` when homed to its index.
+    custom : Scale or None
+        Analog input: a custom scale (:mod:`hapflow.hil.scales`) from volts to the unit,
+        applied after the read; ``scale`` is then 0 and ``offset`` a tare's.
     """
 
     port: str
@@ -87,6 +93,11 @@ class Channel:
     z_phase: str = "AHIGH_BHIGH"
     filter: float = 0.0
     initial: int = 0
+    custom: Scale | None = None
+
+    def scaled(self, volts: float) -> float:
+        """The port's value at ``volts`` without the offset (the custom or linear scale)."""
+        return float(self.custom(volts)) if self.custom is not None else self.scale * volts
 
     @property
     def active(self) -> bool:

@@ -31,6 +31,13 @@ Channel keys:
     for an angular encoder on a port in rad (NI-DAQmx's ``add_ci_ang_encoder_chan``:
     ``2 pi / (pulses_per_rev * counts per cycle)`` rad per count).  A unit-named
     alias must match the port's unit.
+``polynomial`` or ``table`` (analog inputs)
+    A custom scale instead of the linear one (and ``offset``):
+    ``polynomial: [c0, c1, c2]`` (value = c0 + c1 V + c2 V^2 ..., NI-DAQmx's
+    forward coefficients) or ``table: {volts: [...], values: [...]}`` (linear
+    between points; the volts span ``range``).  Applied after the read, so the
+    recording keeps the raw volts and the scaled value; strictly monotonic over
+    ``range``, checked at load.  See :mod:`hapflow.hil.scales`.
 ``offset``
     Port value at 0 V / 0 counts (default 0).
 ``range``
@@ -105,6 +112,7 @@ from hapflow.graph import Graph
 from hapflow.units import UnitError, dimension
 
 from .backend import Channel
+from . import scales
 from .homing import SEEK_RANGE, SEEK_START, TARGETS, Home
 from .simcounter import Z_PHASES, filter_rate
 
@@ -130,7 +138,8 @@ DECODINGS = {"X1": 1, "X2": 2, "X4": 4}
 TERMINALS = ("DEFAULT", "RSE", "NRSE", "DIFF", "PSEUDO_DIFF")
 """Analog input terminal configurations (nidaqmx ``TerminalConfiguration`` names)."""
 ENCODER_KEYS = ("decoding", "z_index", "z_phase", "filter")
-CHANNEL_KEYS = ("channel", *SCALE_KEYS, "offset", "range", *ENCODER_KEYS, "terminal", "port",
+CUSTOM_SCALES = scales.KINDS
+CHANNEL_KEYS = ("channel", *SCALE_KEYS, *CUSTOM_SCALES, "offset", "range", *ENCODER_KEYS, "terminal", "port",
                 "limit", "velocity_limit", "ramp", "tare", "home")
 HOME_KEYS = ("command", "drive", "at", "settle", "timeout", "travel", "to")
 HOME_DEFAULTS = {"at": 0.0, "settle": 0.1, "timeout": 10.0}
@@ -513,14 +522,16 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
     kind = _kind(spec["channel"], direction, block, port, where)
     unit = pspec.unit
     decoding = _decoding(spec, kind, block, port, where)
-    scale, pulses = _scale(spec, kind, unit, decoding, block, port, where)
     terminal = _terminal(spec, kind, block, port, where)
-    offset = _number(spec.get("offset", 0.0), "offset", where, block, port)
     low, high = _pair(spec.get("range", [-CARD_VOLTS, CARD_VOLTS]), "range", where, block, port,
                       symmetric=False)
     if kind != "ci_encoder" and (low < -CARD_VOLTS or high > CARD_VOLTS):
         raise GraphError(f"hardware {block}.{port}: range [{low:g}, {high:g}] V exceeds the "
                          f"card's +-{CARD_VOLTS:g} V", where, block=block, port=port)
+    custom = _custom(spec, kind, low, high, block, port, where)
+    scale, pulses = (0.0, 0) if custom else _scale(spec, kind, unit, decoding, block, port,
+                                                   where)
+    offset = _number(spec.get("offset", 0.0), "offset", where, block, port)
     ref = f"{block}.{port}"
     if "limit" in spec:
         out.limits[ref] = _pair(spec["limit"], "limit", where, block, port, symmetric=True)
@@ -565,8 +576,30 @@ def _channel(graph: Graph, block: str, port: str, spec: dict, where: Where,
                                               out.velocity_limits.get(ref), where)
     out.channels.append(Channel(ref, kind, spec["channel"], scale, offset, low, high, unit or "",
                                 decoding=decoding, pulses_per_rev=pulses, terminal=terminal,
-                                z_index=z_index, z_phase=z_phase, filter=width))
+                                z_index=z_index, z_phase=z_phase, filter=width, custom=custom))
     out.where[ref] = where
+
+
+def _custom(spec: dict, kind: str, low: float, high: float, block: str, port: str,
+            where: Where) -> scales.Scale | None:
+    """The channel's custom scale (``polynomial`` or ``table``), checked; None if linear."""
+    given = [k for k in CUSTOM_SCALES if k in spec]
+    if not given:
+        return None
+    if kind != "ai":
+        raise GraphError(f"hardware {block}.{port}: {given[0]} scales apply to analog inputs "
+                         f"(DEVICE/aiN), not to a {kind} channel: an output's command would "
+                         f"need the scale's inverse; use a linear scale", where, block=block,
+                         port=port)
+    others = [k for k in (*SCALE_KEYS, *CUSTOM_SCALES, "offset") if k in spec and k != given[0]]
+    if others:
+        raise GraphError(f"hardware {block}.{port}: {given[0]} is the whole scale (its constant "
+                         f"term is the offset); remove {', '.join(others)}", where, block=block,
+                         port=port)
+    try:
+        return scales.parse(given[0], spec[given[0]], low, high)
+    except ValueError as e:
+        raise GraphError(f"hardware {block}.{port}: {e}", where, block=block, port=port) from None
 
 
 def _encoder_extras(spec: dict, kind: str, scale: float, offset: float, decoding: int,

@@ -211,8 +211,9 @@ def cmd_hil_check(args: argparse.Namespace) -> int:
     print(f"\n  {'port':22s} {'kind':11s} {'channel':18s} {'scale':>12s}  {'SI range':24s} limit")
     for c in b.channels:
         if c.kind in ("ai", "ao"):
-            lo, hi = sorted((c.offset + c.scale * c.low, c.offset + c.scale * c.high))
-            span, scale = f"[{lo:g}, {hi:g}] {c.unit}", f"{c.scale:g} {c.unit}/V"
+            lo, hi = sorted((c.offset + c.scaled(c.low), c.offset + c.scaled(c.high)))
+            span = f"[{lo:g}, {hi:g}] {c.unit}"
+            scale = c.custom.kind if c.custom else f"{c.scale:g} {c.unit}/V"
             if c.terminal != "DEFAULT":
                 span += f" {c.terminal}"
         elif c.kind == "ci_encoder":
@@ -275,9 +276,13 @@ def channel_settings(c, b) -> list[str]:
                          + (", Z" if c.z_index is not None else "")
                          + f" (passes {edges:.3g} edges/s = "
                          f"{edges * c.decoding / 4 * abs(c.scale):.3g} {c.unit}/s)")
-    elif c.kind == "ai" and c.port in b.tares:
-        lines.append(f"tare: averaged over {b.tares[c.port]:g} s at arm with the outputs "
-                     f"safe; that reads 0 {c.unit} (replaces offset {c.offset:g})")
+    elif c.kind == "ai":
+        if c.custom is not None:
+            lines.append(f"custom scale: {c.custom.describe()} from volts to {c.unit}, after "
+                         "the read (raw volts recorded)")
+        if c.port in b.tares:
+            lines.append(f"tare: averaged over {b.tares[c.port]:g} s at arm with the outputs "
+                         f"safe; that reads 0 {c.unit} (replaces offset {c.offset:g})")
     elif c.kind == "ao":
         lines.append(f"safe: {c.safe:g} V (stop, watchdog expiry)")
     elif c.kind == "do":

@@ -196,9 +196,9 @@ def tare(edges: ArmEdges, ai: Sequence[Channel], seconds: dict[str, float],
     for port, total in samples.items():
         c = ai[index[port]]
         volts = sums[port] / total
-        offsets[port] = -c.scale * volts
+        offsets[port] = -c.scaled(volts)
         log.append(f"tare {port} ({c.physical}): {total} samples with the outputs safe, mean "
-                   f"{volts:.6g} V = {c.offset + c.scale * volts:.6g} {c.unit} before; offset "
+                   f"{volts:.6g} V = {c.offset + c.scaled(volts):.6g} {c.unit} before; offset "
                    f"{offsets[port]:.6g} {c.unit} (reads 0 there)")
     return offsets, log
 

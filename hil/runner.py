@@ -64,7 +64,7 @@ from numba import njit
 from hapflow import __version__
 from hapflow.graph import Graph
 
-from . import homing, realtime, safety
+from . import homing, realtime, safety, scales
 from .arm import arm
 from .backend import Backend, DaqError, WatchdogExpired, by_kind
 from .bindings import Bindings, bind
@@ -273,6 +273,8 @@ class HilRunner:
         self.card_hi = np.array([e[1] for e in ends])
         self.ramp_ticks = max([safety.ramp_steps(b.ramps.get(c.port, 0.0), self.rate)
                                for c in self.ao] or [0])
+        self.custom = scales.ScaleArrays([c.custom for c in self.ai], [c.low for c in self.ai],
+                                         [c.high for c in self.ai])
 
     def _signals(self) -> dict[str, tuple[str | None, tuple[str, int]]]:
         signals = {}
@@ -302,8 +304,10 @@ class HilRunner:
                            f"hardware_watchdog={self.policy.watchdog_timeout():g} s",
                     hardware_watchdog_note=self.backend.watchdog_note,
                     arm_log="\n".join(self.arm_log),
-                    channels="\n".join(f"{c.port}: {c.kind} {c.physical} scale {c.scale:g} "
-                                       f"offset {c.offset:g} range [{c.low:g}, {c.high:g}]"
+                    channels="\n".join(f"{c.port}: {c.kind} {c.physical} "
+                                       + (c.custom.describe() if c.custom else
+                                          f"scale {c.scale:g}")
+                                       + f" offset {c.offset:g} range [{c.low:g}, {c.high:g}]"
                                        for c in self.bindings.channels))
 
     # ------------------------------------------------------------------ run
@@ -507,6 +511,7 @@ class _Loop:
         r = self.r
         scratch = np.zeros(r.sim.arrays["f"].size)
         _inputs(self.ai, self.counts, *self.par_in, scratch, r.in_index, self.values, self.prev)
+        scales.add_scaled(self.ai, *r.custom.forward(), r.in_index, self.values, scratch)
         _blend(self.prev, self.values, 0.5, r.in_index, scratch)
         _place(self.values, r.in_index, scratch)
         _gather(scratch, r.out_index, self.commands)
@@ -607,6 +612,7 @@ class _Loop:
         run1, period, sat = r.sim.program.run, r.period, r.policy.saturation
         live, staged = r.live, r.live.ready
         paced = be.paced
+        custom, scaling = r.custom.any, r.custom.forward()
         tick, step, prev_edge, t_first = 0, -1, 0, 0
         try:
             be.start()
@@ -633,6 +639,8 @@ class _Loop:
                 skipped = _edges_between(edge, prev_edge, period)
             lateness = wake - (prev_edge + period) if paced else 0   # against the expected edge
             _inputs(self.ai, self.counts, *self.par_in, f, r.in_index, self.values, self.prev)
+            if custom:                  # polynomial/table scales after the linear ones
+                scales.add_scaled(self.ai, *scaling, r.in_index, self.values, f)
             if staged[0]:               # a live parameter change: from this tick on
                 live.swap(tick)
             if skipped:

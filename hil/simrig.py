@@ -55,6 +55,7 @@ from hapflow.graph import Graph
 
 from .backend import Channel, DaqError, by_kind
 from .cardports import value_index
+from .scales import ScaleArrays, volts_of
 from .split import plant_graph
 
 FAULT_KINDS = ("drop", "late", "stuck", "saturate", "glitch", "nan", "error")
@@ -170,9 +171,13 @@ def _apply_outputs(f, index, ao, scale, offset, low, high, levels, enabled):
 
 
 @njit(cache=True)
-def _sample_inputs(f, index, scale, offset, low, high, levels, noise, out):
+def _sample_inputs(f, index, scale, offset, low, high, levels, noise, out, kind, volts, values,
+                   npoints):
+    """The sensors' volts (a custom scale's inverse where ``kind[k]``), noise, the converter."""
     for k in range(index.size):
-        out[k] = _dac((f[index[k]] - offset[k]) / scale[k] + noise[k], low[k], high[k], levels)
+        x = f[index[k]] - offset[k]
+        v = volts_of(x, k, kind, volts, values, npoints) if kind[k] else x / scale[k]
+        out[k] = _dac(v + noise[k], low[k], high[k], levels)
 
 
 @njit(cache=True)
@@ -247,6 +252,8 @@ class SimRig:
         self._ai_index = self._log_index(self.ai)
         self._ci_index = self._log_index(self.ci)
         self._ao_par, self._ai_par, self._ci_par = _arrays(self.ao), _arrays(self.ai), _arrays(self.ci)
+        self._ai_inverse = ScaleArrays([c.custom for c in self.ai], [c.low for c in self.ai],
+                                       [c.high for c in self.ai]).inverse()
         self._ci_par[0][:] *= [c.decoding / 4 for c in self.ci]     # metres (rad) per X4 edge
         self._enable_of = [self._enable_line(c) for c in self.ao]
         self._enabled = np.ones(len(self.ao), dtype=np.bool_)
@@ -280,7 +287,7 @@ class SimRig:
                        self._levels, self._enabled)
         row = np.zeros(self.log.shape[1])
         _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
-                       np.zeros(len(self.ai)))
+                       np.zeros(len(self.ai)), *self._ai_inverse)
         _count(row, self._ci_index, *self._ci_par[:2], np.zeros(len(self.ci), dtype=np.int64))
         _edge_rate(row, self._ci_index, *self._ci_par[:2], 1.0, np.zeros(len(self.ci)),
                    np.zeros(len(self.ci)))
@@ -378,7 +385,7 @@ class SimRig:
         self.sim.program.run(1, self.tick, f, a["m"], a["si"], a["sb"], self.log, a["stats"])
         row = self.log[0]          # the bound outputs at this edge (before the solver step)
         _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
-                       ai_volts_out)
+                       ai_volts_out, *self._ai_inverse)
         _count(row, self._ci_index, *self._ci_par[:2], counts_out)
         if self.tick == 0:
             self._count0[:] = counts_out
