@@ -99,6 +99,12 @@ class Channel:
         """The port's value at ``volts`` without the offset (the custom or linear scale)."""
         return float(self.custom(volts)) if self.custom is not None else self.scale * volts
 
+    def volts(self, value: float) -> float:
+        """The volts at which the port reads ``value`` (the scale's inverse)."""
+        if self.custom is not None:
+            return self.custom.inverse(value - self.offset, self.low, self.high)
+        return (value - self.offset) / self.scale
+
     @property
     def active(self) -> bool:
         """Level of a digital line while running (the opposite of its safe level)."""

@@ -31,11 +31,12 @@ Channel keys:
     for an angular encoder on a port in rad (NI-DAQmx's ``add_ci_ang_encoder_chan``:
     ``2 pi / (pulses_per_rev * counts per cycle)`` rad per count).  A unit-named
     alias must match the port's unit.
-``polynomial`` or ``table`` (analog inputs)
+``polynomial`` or ``table`` (analog channels)
     A custom scale instead of the linear one (and ``offset``):
     ``polynomial: [c0, c1, c2]`` (value = c0 + c1 V + c2 V^2 ..., NI-DAQmx's
     forward coefficients) or ``table: {volts: [...], values: [...]}`` (linear
-    between points; the volts span ``range``).  Applied after the read, so the
+    between points; the volts span ``range``), from volts to the port's unit.
+    Applied after the read (an output: its inverse before the write), so the
     recording keeps the raw volts and the scaled value; strictly monotonic over
     ``range``, checked at load.  See :mod:`hapflow.hil.scales`.
 ``offset``
@@ -586,11 +587,10 @@ def _custom(spec: dict, kind: str, low: float, high: float, block: str, port: st
     given = [k for k in CUSTOM_SCALES if k in spec]
     if not given:
         return None
-    if kind != "ai":
-        raise GraphError(f"hardware {block}.{port}: {given[0]} scales apply to analog inputs "
-                         f"(DEVICE/aiN), not to a {kind} channel: an output's command would "
-                         f"need the scale's inverse; use a linear scale", where, block=block,
-                         port=port)
+    if kind not in ("ai", "ao"):
+        raise GraphError(f"hardware {block}.{port}: {given[0]} scales apply to analog channels "
+                         f"(DEVICE/aiN, DEVICE/aoN), not to a {kind} channel: give its scale "
+                         f"per count", where, block=block, port=port)
     others = [k for k in (*SCALE_KEYS, *CUSTOM_SCALES, "offset") if k in spec and k != given[0]]
     if others:
         raise GraphError(f"hardware {block}.{port}: {given[0]} is the whole scale (its constant "

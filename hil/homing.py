@@ -228,7 +228,7 @@ def home(edges: ArmEdges, h: Home, ci: Sequence[Channel], ao: Sequence[Channel],
     j = next(i for i, c in enumerate(ao) if c.port == h.command)
     cmd = ao[j]
     block = cmd.port.split(".")[0]
-    edges.ao[j] = min(max((h.drive - cmd.offset) / cmd.scale, cmd.low), cmd.high)
+    edges.ao[j] = min(max(cmd.volts(h.drive), cmd.low), cmd.high)
     for i, line in enumerate(do):
         if line.port.split(".")[0] == block:
             edges.do[i] = line.active

@@ -72,6 +72,7 @@ from .cardports import sink_index, value_index
 from .clock import now_ns
 from .live import LiveParameters
 from .recording import Buffer, HilRecorder, Status
+from .scales import volts_of
 from .sinkdrain import SinkDrainer
 from .split import controller_graph
 
@@ -183,11 +184,16 @@ def _clip(values, lo, hi):
 
 
 @njit(cache=True)
-def _volts(commands, scale, offset, low, high, out):
-    """Commands in SI to card volts, clipped to the range (non-finite -> 0 V)."""
+def _volts(commands, scale, offset, low, high, kind, tvolts, tvalues, npoints, out):
+    """Commands in SI to card volts (a custom scale's inverse where ``kind``), clipped to the
+    range (non-finite -> 0 V)."""
     for k in range(commands.size):
-        v = (commands[k] - offset[k]) / scale[k]
-        out[k] = min(max(v, low[k]), high[k]) if np.isfinite(v) else 0.0
+        x = commands[k] - offset[k]
+        if not np.isfinite(x):
+            out[k] = 0.0
+            continue
+        v = volts_of(x, k, kind, tvolts, tvalues, npoints) if kind[k] else x / scale[k]
+        out[k] = min(max(v, low[k]), high[k])
 
 
 @njit(cache=True)
@@ -268,13 +274,15 @@ class HilRunner:
         self.pos_index = np.array([k for k, c in enumerate(self.inputs)
                                    if c.port in b.velocity_limits], dtype=np.int64)
         self.vel_limit = np.array([b.velocity_limits[self.inputs[k].port] for k in self.pos_index])
-        ends = [sorted((c.offset + c.scale * c.low, c.offset + c.scale * c.high)) for c in self.ao]
+        ends = [sorted((c.offset + c.scaled(c.low), c.offset + c.scaled(c.high))) for c in self.ao]
         self.card_lo = np.array([e[0] for e in ends])
         self.card_hi = np.array([e[1] for e in ends])
         self.ramp_ticks = max([safety.ramp_steps(b.ramps.get(c.port, 0.0), self.rate)
                                for c in self.ao] or [0])
         self.custom = scales.ScaleArrays([c.custom for c in self.ai], [c.low for c in self.ai],
                                          [c.high for c in self.ai])
+        self.custom_out = scales.ScaleArrays([c.custom for c in self.ao],
+                                             [c.low for c in self.ao], [c.high for c in self.ao])
 
     def _signals(self) -> dict[str, tuple[str | None, tuple[str, int]]]:
         signals = {}
@@ -497,7 +505,8 @@ class _Loop:
         ch = runner.inputs
         self.par_in = (_par(runner.ai, "scale"), _par(runner.ai, "offset"),
                        _par(runner.ci, "scale"), _par(runner.ci, "offset"))
-        self.par_out = tuple(_par(runner.ao, a) for a in ("scale", "offset", "low", "high"))
+        self.par_out = (tuple(_par(runner.ao, a) for a in ("scale", "offset", "low", "high"))
+                        + runner.custom_out.inverse())
         self.status = Status()
         self.stop = self.status.stop            # a signal number, or ESTOP from the dashboard
         self.event: safety.SafetyEvent | None = None

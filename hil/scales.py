@@ -21,13 +21,19 @@ Checked at load: finite numbers; a polynomial of 2 to 8 coefficients; a table of
 falls outside it, so nothing is extrapolated); and the scale strictly monotonic over
 the range (so a limit in the port's unit is one interval of volts, tare is well defined
 and the simulated card can invert it).  A tare adds its offset after the scale (the
-value at the tare's mean volts reads 0).  Custom scales apply to analog inputs only:
-an analog output's command would need the scale's inverse in the loop, which NI-DAQmx
-itself takes from separately given reverse coefficients.
+value at the tare's mean volts reads 0).
 
-The simulated card (:mod:`hapflow.hil.simrig`) turns the plant's value into volts with
-the scale's inverse: exact for a table, for a polynomial through :data:`INVERSE_POINTS`
-points over the range (a simulated sensor whose response is that fine table).
+On an analog output the scale is the actuator's: the command the volts produce (an
+amplifier's force per volt, calibrated).  The loop writes the volts at which the scale
+reads the command: its inverse, exact for a table (linear between the same points), for
+a polynomial through :data:`INVERSE_POINTS` points over the range (NI-DAQmx asks for
+reverse coefficients instead, fitted by ``DAQmxCalculateReversePolyCoeff``); the limit,
+the clipping to what the card can put out and the recorded command stay in the port's
+unit, the recorded ``ao_volts`` in volts.
+
+The simulated card (:mod:`hapflow.hil.simrig`) applies the same scales the other way:
+an input's inverse turns the plant's value into volts, an output's scale turns the
+volts into the actuator's command.
 """
 from __future__ import annotations
 
@@ -69,6 +75,14 @@ class Scale:
         if self.kind == "polynomial":
             return np.polynomial.polynomial.polyval(volts, self.coeffs)
         return np.interp(volts, self.volts, self.values)
+
+    def inverse(self, value: float, low: float, high: float) -> float:
+        """The volts in ``[low, high]`` at which the scale reads ``value`` (clamped)."""
+        volts = (np.union1d(np.linspace(low, high, INVERSE_POINTS), self.volts)
+                 if self.kind == "table" else np.linspace(low, high, INVERSE_POINTS))
+        values = self(volts)
+        order = np.argsort(values)
+        return float(np.interp(value, values[order], volts[order]))
 
     def describe(self) -> str:
         """``polynomial [c0, c1, ...]`` or ``table of N points``, for logs and listings."""

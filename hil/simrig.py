@@ -55,7 +55,7 @@ from hapflow.graph import Graph
 
 from .backend import Channel, DaqError, by_kind
 from .cardports import value_index
-from .scales import ScaleArrays, volts_of
+from .scales import ScaleArrays, scaled, volts_of
 from .split import plant_graph
 
 FAULT_KINDS = ("drop", "late", "stuck", "saturate", "glitch", "nan", "error")
@@ -164,10 +164,14 @@ def _dac(volts, low, high, levels):
 
 
 @njit(cache=True)
-def _apply_outputs(f, index, ao, scale, offset, low, high, levels, enabled):
+def _apply_outputs(f, index, ao, scale, offset, low, high, levels, enabled, kind, coeffs,
+                   ncoeffs, tvolts, tvalues, npoints):
+    """The actuators' commands from the card's volts (a custom scale where ``kind``)."""
     for k in range(index.size):
         v = _dac(ao[k], low[k], high[k], levels)
-        f[index[k]] = (offset[k] + scale[k] * v) if enabled[k] else 0.0
+        y = scaled(k, v, kind, coeffs, ncoeffs, tvolts, tvalues, npoints) if kind[k] else \
+            scale[k] * v
+        f[index[k]] = (offset[k] + y) if enabled[k] else 0.0
 
 
 @njit(cache=True)
@@ -254,6 +258,8 @@ class SimRig:
         self._ao_par, self._ai_par, self._ci_par = _arrays(self.ao), _arrays(self.ai), _arrays(self.ci)
         self._ai_inverse = ScaleArrays([c.custom for c in self.ai], [c.low for c in self.ai],
                                        [c.high for c in self.ai]).inverse()
+        self._ao_forward = ScaleArrays([c.custom for c in self.ao], [c.low for c in self.ao],
+                                       [c.high for c in self.ao]).forward()[1:]
         self._ci_par[0][:] *= [c.decoding / 4 for c in self.ci]     # metres (rad) per X4 edge
         self._enable_of = [self._enable_line(c) for c in self.ao]
         self._enabled = np.ones(len(self.ao), dtype=np.bool_)
@@ -284,7 +290,8 @@ class SimRig:
         """Compile (or load) the card helpers now, not at the first sample clock edge."""
         scratch = np.zeros(self.arrays["f"].size)
         _apply_outputs(scratch, self._ao_index, np.zeros(len(self.ao)), *self._ao_par,
-                       self._levels, self._enabled)
+                       self._levels, self._enabled,
+                       *self._ao_forward)
         row = np.zeros(self.log.shape[1])
         _sample_inputs(row, self._ai_index, *self._ai_par, self._levels, self._noise_now(),
                        np.zeros(len(self.ai)), *self._ai_inverse)
@@ -380,7 +387,8 @@ class SimRig:
         for k, line in enumerate(self._enable_of):
             self._enabled[k] = True if line is None else bool(do_states[line]) == self._active[line]
         f = self.arrays["f"]
-        _apply_outputs(f, self._ao_index, ao_volts, *self._ao_par, self._levels, self._enabled)
+        _apply_outputs(f, self._ao_index, ao_volts, *self._ao_par, self._levels, self._enabled,
+                       *self._ao_forward)
         a = self.arrays
         self.sim.program.run(1, self.tick, f, a["m"], a["si"], a["sb"], self.log, a["stats"])
         row = self.log[0]          # the bound outputs at this edge (before the solver step)

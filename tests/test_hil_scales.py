@@ -114,13 +114,40 @@ def test_custom_scales_checked_at_load_with_file_line_and_what_is_valid(binding,
     assert message in text and text.startswith(f"{BED}:") and "head.force" in text, text
 
 
-def test_custom_scales_refused_on_outputs_and_encoders():
-    g = bed(LINEAR)
-    text = BED.read_text().replace("newtons_per_volt: 4.0", "polynomial: [0, 4, 0.01]")
-    with pytest.raises(GraphError, match="polynomial scales apply to analog inputs"):
-        bind(loads(text, str(BED)))
+MOTOR = "channel: Dev1/ao0, newtons_per_volt: 4.0,"
+MOTOR_TABLE = {"volts": [-10.0, 0.0, 10.0], "values": [-44.0, 0.0, 36.0]}
+MOTOR_POLY = [0.0, 4.0, 0.02]
+
+
+@pytest.mark.parametrize("key, spec, scale, exact", [
+    ("table", MOTOR_TABLE, lambda v: np.interp(v, MOTOR_TABLE["volts"], MOTOR_TABLE["values"]),
+     1e-9),
+    ("polynomial", MOTOR_POLY, lambda v: np.polynomial.polynomial.polyval(v, MOTOR_POLY), 1e-5),
+])
+def test_custom_scale_on_an_output_writes_the_volts_that_give_the_command(tmp_path, key, spec,
+                                                                          scale, exact):
+    """The amplifier gives 4.4 N/V pushing and 3.6 N/V pulling (a table), or 4 N/V plus
+    0.02 N/V^2: the loop writes the volts at which the scale reads the command (the
+    table's inverse exactly; the polynomial's through its tabulated inverse), and the
+    simulated amplifier turns them back into the force, so the rig tracks as the linear
+    4 N/V one does."""
+    linear, _ = run(bed(LINEAR), "sim", tmp_path, "linear.h5")
+    text = BED.read_text().replace(MOTOR, f"channel: Dev1/ao0, {key}: {spec},".replace("'", ""))
+    result = HilRunner(g := loads(text, str(BED)), SimDaq(g, paced=False)).run(
+        0.5, out=tmp_path / "custom.h5")
+    assert result.event is None, result.event
+    with h5py.File(result.path) as f:
+        volts = f["hil/card/ao_volts"][:, 0]
+    rec = hf.recorder.load(result.path)
+    command = rec["motor.force_cmd"][:, 0]                      # the recorded command
+    assert np.ptp(command) > 2.0
+    np.testing.assert_allclose(scale(volts), command, atol=exact)
+    assert np.max(np.abs(volts - command / 4.0)) > 0.01        # not the linear volts
+    np.testing.assert_allclose(rec["enc.pos"][:, 0], linear["enc.pos"][:, 0], atol=2e-5)
+
+
+def test_custom_scales_refused_on_encoders():
     text = BED.read_text().replace("meters_per_count: 5.0e-6",
                                    "table: {volts: [-10, 10], values: [-1, 1]}")
-    with pytest.raises(GraphError, match="table scales apply to analog inputs"):
+    with pytest.raises(GraphError, match="table scales apply to analog channels"):
         bind(loads(text, str(BED)))
-    assert bind(g).channels[0].custom is None
