@@ -19,7 +19,7 @@ run: $(STAMP)
 	$(VENV)/bin/hapflow camera graphs/colton2005_sweep.yaml --validate graphs/colton2005_validation.yaml --method ewls --out out/camera
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto
 
 bench: $(STAMP)
 	$(PY) bench/engine.py

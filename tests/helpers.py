@@ -3,7 +3,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pytest
 from numba import njit
 
 import hapflow as hf
@@ -44,24 +43,6 @@ class _Table(Block, register=False):
 def table(values: np.ndarray) -> _Table:
     """A source replaying the rows of ``values``, one per tick of the graph it is added to."""
     return _Table(table=values.ravel(), size=values.shape[1])
-
-
-KERNEL_GROUPS = {"slider_crank": "slider-crank", "kkf_probe": "slider-crank",
-                 "flexible_link": "flexible-link"}
-"""xdist groups (``make test`` runs ``--dist loadgroup``) of the tests that compile the same
-Kalman-filter kernels, keyed by graph-file name prefix: on one worker a kernel compiles once
-and the next test loads it, while two workers compiling it at the same time both pay.  In an
-empty-cache suite without the groups, about 100 s of CPU went to such twin compiles (54 generated
-modules compiled by both workers: the slider-crank graphs' filters in test_codegen, test_lanes
-and the evals)."""
-
-
-def graph_param(path: Path):
-    """``path`` as a ``pytest.param`` in the xdist group of the kernels its graph compiles."""
-    group = next((g for prefix, g in KERNEL_GROUPS.items() if path.stem.startswith(prefix)),
-                 None)
-    return pytest.param(path, id=path.name,
-                        marks=[pytest.mark.xdist_group(group)] if group else [])
 
 
 KEYSWITCH = f"{Path(__file__).resolve().parent}/data/keyswitch_force_curves/"

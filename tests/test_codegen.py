@@ -15,7 +15,7 @@ import hapflow as hf
 from hapflow.compiler import compile_graph
 from hapflow.layout import float_bases
 from hapflow.partition import cut
-from tests.helpers import Allocating, graph_param, mixed_graph
+from tests.helpers import Allocating, mixed_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted(p for p in ROOT.glob("graphs/*.yaml"))
@@ -59,7 +59,7 @@ def _compiled_units(build) -> list[str]:
     return listener.units
 
 
-@pytest.mark.parametrize("path", [graph_param(p) for p in GRAPHS])
+@pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.name)
 def test_every_graph_file_runs_as_units_bit_identical_to_the_interpreter(path, tmp_path,
                                                                         monkeypatch):
     monkeypatch.chdir(tmp_path)                  # sinks write their files here

@@ -10,7 +10,6 @@ import hapflow as hf
 from hapflow import batch
 from hapflow.batch import Batch
 from hapflow.lanes import Flat, Lanes, registers
-from tests.helpers import graph_param
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted(ROOT.glob("graphs/*.yaml"))
@@ -52,7 +51,7 @@ def _same_runs(results: list, reference: list) -> None:
             np.testing.assert_array_equal(got.signals[name], want.signals[name], err_msg=name)
 
 
-@pytest.mark.parametrize("path", [graph_param(p) for p in GRAPHS])
+@pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.name)
 def test_every_graph_file_runs_in_lanes_bit_identical_to_its_rows(path, monkeypatch):
     monkeypatch.setattr(batch, "WIDTH", 2)        # interpreted: two lanes are enough
     sim = hf.Simulation(hf.load(path), interpret=True)

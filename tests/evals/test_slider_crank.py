@@ -52,7 +52,6 @@ from hapflow.blocks.multibody import (TorqueSliderCrank, crank_acceleration, cra
 from hapflow.blocks.estimation_models import MODELS
 from hapflow.blocks.sources import Constant
 
-pytestmark = pytest.mark.xdist_group("slider-crank")      # see tests/helpers.KERNEL_GROUPS
 ROOT = Path(__file__).resolve().parents[2]
 TORQUE_GRAPH = ROOT / "graphs" / "slider_crank_torque.yaml"
 #: seed 004 table 3.4: (speed rad/s, acceleration rad/s^2, force N) per observer

@@ -38,7 +38,6 @@ import hapflow
 import hapflow.blocks  # noqa: F401
 from hapflow.blocks.multibody import crank_singularity
 
-pytestmark = pytest.mark.xdist_group("slider-crank")      # see tests/helpers.KERNEL_GROUPS
 ROOT = Path(__file__).resolve().parents[2]
 GRAPH = ROOT / "graphs" / "slider_crank_kinematic.yaml"
 SEEDS = (1, 2, 3, 4)
