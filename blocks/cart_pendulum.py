@@ -177,6 +177,7 @@ class CartPendulum(Block):
     derived = {"held": Derived(lambda b: b.input_sampling == "step",
                                doc="1: the hand is read once per step")}
     cstate = ("pos", "angle", "vel", "rate")
+    initial_from = {"pos": "x0", "angle": "angle0", "vel": "v0", "rate": "rate0"}
     dstate = ("impact_time", "impulse", "hand_pos", "hand_vel")
     istate = 2
     nguards = 2
@@ -187,11 +188,6 @@ class CartPendulum(Block):
             raise ParamError(changed or "x0", f"the cart must start between the walls: "
                              f"wall_left ({self.wall_left:g} m) < x0 ({self.x0:g} m) < "
                              f"wall_right ({self.wall_right:g} m)")
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[:] = self.x0, self.angle0, self.v0, self.rate0
-        return x, d, m
 
     @staticmethod
     @njit

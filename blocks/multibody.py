@@ -388,6 +388,7 @@ class TorqueSliderCrank(Block):
                                          if b.adc_bits else 0.0, unit="m/s^2",
                                          doc="converter full scale in acceleration")}
     cstate = ("theta", "omega")
+    initial_from = {"theta": "theta0", "omega": "omega0"}
     dstate = _NOISE
     random_streams = 3
 
@@ -399,11 +400,6 @@ class TorqueSliderCrank(Block):
         if not self.adc_bits:
             return 0.0
         return 2.0 * self.adc_range / 2.0 ** self.adc_bits / self.acc_sensitivity
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[DRIVEN_X.theta], x[DRIVEN_X.omega] = self.theta0, self.omega0
-        return x, d, m
 
     @staticmethod
     @njit

@@ -39,9 +39,9 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _child(folder, cache):
+def _child(folder, cache, script=CHILD):
     env = {**os.environ, "HAPFLOW_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder)], env=env, check=True,
+    out = subprocess.run([sys.executable, "-c", script, str(folder)], env=env, check=True,
                          capture_output=True, text=True).stdout.split()
     return out[0], float(out[1]), int(out[2]), int(out[3])
 
@@ -87,12 +87,10 @@ def test_a_closure_over_a_frozen_kernel_keeps_its_name_in_the_next_process(tmp_p
     """The callee's module is written by the first process: its text must name the caller
     the same way there as in every later process, or each process compiles it again."""
     (tmp_path / "hf_frozen_nested.py").write_text(NESTED)
-    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "-c", NESTED_CHILD, str(tmp_path)], env=env,
-                           check=True, capture_output=True, text=True).stdout.split()
-            for _ in range(2)]
-    assert runs[0][1:] == ["7.0", "0", "1"]                 # 3 * 2 + 1, compiled and stored
-    assert runs[1] == [runs[0][0], "7.0", "1", "0"]         # the same module, from disk
+    first = _child(tmp_path, tmp_path / "cache", NESTED_CHILD)
+    second = _child(tmp_path, tmp_path / "cache", NESTED_CHILD)
+    assert first[1:] == (7.0, 0, 1)           # 3 * 2 + 1, compiled and stored
+    assert second == (first[0], 7.0, 1, 0)    # the same module, from disk
 
 
 def test_an_edit_of_a_function_the_closure_calls_renames_the_module(tmp_path):
