@@ -36,6 +36,9 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
+from numba import types
+from numba.core.typing.typeof import Purpose
+from numba.extending import typeof_impl
 
 from hapflow.block import Block, ParamError
 from hapflow.closures import frozen
@@ -414,6 +417,21 @@ sigma-point weights ``Wm``, ``Wc`` and unit simplex ``chi``, the model matrices 
 model coefficients.  The steps are compiled with it as a constant."""
 PACKED = Layout._fields[7:]
 """The fields of :class:`Layout` that are offsets of packed values (by the same names)."""
+
+
+@typeof_impl.register(Layout)
+def _typeof_layout(layout: Layout, context) -> types.Type:
+    """A layout compiled in as a constant is typed by its values (``Literal[int]`` fields).
+
+    Numba types a plain tuple constant that way but a named tuple by its field types
+    only, so the steps and every helper they pass a size or offset to would be compiled
+    for run-time values: constant trip counts and offsets are what make the steps fast
+    (the UKF steps ran 32-44 % slower typed ``Layout(int64 x 20)``).  Passed as an
+    argument, a layout is an ordinary named tuple of integers."""
+    if context.purpose == Purpose.constant:
+        return types.NamedTuple([types.literal(v) for v in layout], Layout)
+    return types.NamedUniTuple(types.int64, len(layout), Layout)
+
 
 MATRICES = {name: Derived(lambda b, name=name: b.matrix(name), size=size, doc=doc)
             for name, size, doc in (

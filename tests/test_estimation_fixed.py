@@ -209,3 +209,19 @@ def test_filter_steps_do_no_reference_counting():
             asm = "".join(step.inspect_asm().values())
         assert "ret" in asm, "no machine code to inspect"
         assert "NRT_incref" not in asm and "NRT_decref" not in asm, type(block).__name__
+
+
+def test_a_kernel_compiles_its_filters_layout_in_as_literal_values():
+    # the sizes and offsets of a filter reach its step, and every helper the step passes
+    # them to, as compile-time constants (trip counts, indices): typed by field types only
+    # (Layout(int64 x 20)), the UKF steps ran 32-44 % slower
+    from numba import types
+    kf = est.KalmanFilter(states=2, measurements=1, A=[1.0, 0.01, 0.0, 1.0], H=[1.0, 0.0],
+                          Q=[1e-4, 0.0, 0.0, 1e-3], R=[0.01])
+    kf.sample_time = 1e-3
+    est.filter_rows(kf, np.zeros((3, 1)))
+    step = est.filter_steps(est.fixed_ops(2, 1, 0, 0, False)).kf
+    layouts = [signature[-1] for signature in step.signatures]
+    assert any(isinstance(t, types.NamedTuple) and t.instance_class is est.Layout
+               and all(isinstance(f, types.IntegerLiteral) for f in t.types)
+               for t in layouts), layouts
