@@ -47,20 +47,12 @@ from numba import njit
 
 from hapflow.block import Block, ParamError
 from hapflow.jit import njit_noalloc
-from hapflow.names import Derived
+from hapflow.names import Derived, offsets
 from hapflow.params import Live, nonnegative, positive
 from hapflow.ports import In, Out
 from hapflow.rng import normal
 
 from .estimation_models import Model, register
-
-ARM_PARAMETERS = ("boom_length", "stick_length", "bucket_length", "boom_com", "stick_com",
-                  "bucket_com", "boom_mass", "stick_mass", "bucket_mass", "boom_inertia",
-                  "stick_inertia", "bucket_inertia", "gravity", "boom_acc_pos", "stick_acc_pos",
-                  "bucket_acc_pos", "boom_pin_a", "boom_pin_b", "boom_psi0", "stick_pin_a",
-                  "stick_pin_b", "stick_psi0", "bucket_pin_a", "bucket_pin_b", "bucket_psi0",
-                  "bucket_com_offset")
-"""The arm's values in the order the kernels read them (``arm[o + k]``)."""
 
 _ARM = {"boom_length": Live(5.7, unit="m", check=positive, doc="boom pivot to stick pin"),
         "stick_length": Live(2.9, unit="m", check=positive, doc="stick pin to bucket pin"),
@@ -95,6 +87,20 @@ _ARM = {"boom_length": Live(5.7, unit="m", check=positive, doc="boom pivot to st
                                       "line, towards the bowl")}
 
 
+ARM_PARAMETERS = tuple(_ARM)
+"""The arm's values in the order the kernels read them: ``arm[o + AT.boom_length]`` reads
+the boom's length from a vector with the arm's values from ``arm[o]`` on."""
+AT = offsets("Arm", [(name, 1) for name in ARM_PARAMETERS])
+"""Offset of each arm value from the first (the kernels' ``o``), by name."""
+LINKS = ("boom", "stick", "bucket")
+LENGTHS = tuple(getattr(AT, f"{link}_length") for link in LINKS)
+"""Offsets of the links' lengths (joint to the next joint, or to the tip), boom first."""
+ACCELEROMETERS = tuple(getattr(AT, f"{link}_acc_pos") for link in LINKS)
+"""Offsets of the accelerometers' distances from their joints, boom first."""
+CYLINDERS = tuple((getattr(AT, f"{link}_pin_a"), getattr(AT, f"{link}_pin_b"),
+                   getattr(AT, f"{link}_psi0")) for link in LINKS)
+"""Offsets of each cylinder's pins ``a``, ``b`` and angle ``psi0``, boom first."""
+
 _START = {f"{link}0": Live(value, unit="rad", doc=f"initial {link} angle")
           for link, value in (("boom", 0.4), ("stick", -1.6), ("bucket", -0.9))}
 
@@ -107,16 +113,12 @@ def arm_values(**overrides: float) -> np.ndarray:
     return np.array([float(overrides.get(k, _ARM[k].default)) for k in ARM_PARAMETERS])
 
 
-L1, L2, L3, C1, C2, C3, M1, M2, M3, I1, I2, I3, GRAV, D1, D2, D3 = range(16)
-PIN = 16                                        # a, b, psi0 per cylinder from here
-O3 = 25
-
-
 @njit_noalloc
 def moment_arm(arm, o, j, theta):
     """Lever (m) of cylinder ``j`` at joint angle ``theta``: ``a b sin(psi) / l``."""
-    a, b = arm[o + PIN + 3 * j], arm[o + PIN + 3 * j + 1]
-    psi = arm[o + PIN + 3 * j + 2] + theta
+    pin_a, pin_b, psi0 = CYLINDERS[j]
+    a, b = arm[o + pin_a], arm[o + pin_b]
+    psi = arm[o + psi0] + theta
     return a * b * math.sin(psi) / math.sqrt(a * a + b * b - 2.0 * a * b * math.cos(psi))
 
 
@@ -145,30 +147,36 @@ def arm_torques(arm, o, th, om, al, fx, fz, payload, g):
     e3 = e2 + al[2]
     c1, s1, c2, s2, c3, s3 = math.cos(p1), math.sin(p1), math.cos(p2), math.sin(p2), \
         math.cos(p3), math.sin(p3)
+    len1, len2, len3 = arm[o + AT.boom_length], arm[o + AT.stick_length], \
+        arm[o + AT.bucket_length]
+    com1, com2, com3 = arm[o + AT.boom_com], arm[o + AT.stick_com], arm[o + AT.bucket_com]
+    off3 = arm[o + AT.bucket_com_offset]
     # joint positions (j0 = 0) and accelerations
-    j1x, j1z = arm[o + L1] * c1, arm[o + L1] * s1
-    j2x, j2z = j1x + arm[o + L2] * c2, j1z + arm[o + L2] * s2
-    tx, tz = j2x + arm[o + L3] * c3, j2z + arm[o + L3] * s3
-    a1x = arm[o + L1] * (-e1 * s1 - w1 * w1 * c1)
-    a1z = arm[o + L1] * (e1 * c1 - w1 * w1 * s1)
-    a2x = a1x + arm[o + L2] * (-e2 * s2 - w2 * w2 * c2)
-    a2z = a1z + arm[o + L2] * (e2 * c2 - w2 * w2 * s2)
+    j1x, j1z = len1 * c1, len1 * s1
+    j2x, j2z = j1x + len2 * c2, j1z + len2 * s2
+    tx, tz = j2x + len3 * c3, j2z + len3 * s3
+    a1x = len1 * (-e1 * s1 - w1 * w1 * c1)
+    a1z = len1 * (e1 * c1 - w1 * w1 * s1)
+    a2x = a1x + len2 * (-e2 * s2 - w2 * w2 * c2)
+    a2z = a1z + len2 * (e2 * c2 - w2 * w2 * s2)
     # centres of mass: positions and accelerations
-    k1x, k1z = arm[o + C1] * c1, arm[o + C1] * s1
-    k2x, k2z = j1x + arm[o + C2] * c2, j1z + arm[o + C2] * s2
-    k3x = j2x + arm[o + C3] * c3 - arm[o + O3] * s3
-    k3z = j2z + arm[o + C3] * s3 + arm[o + O3] * c3
-    b1x = arm[o + C1] * (-e1 * s1 - w1 * w1 * c1)
-    b1z = arm[o + C1] * (e1 * c1 - w1 * w1 * s1)
-    b2x = a1x + arm[o + C2] * (-e2 * s2 - w2 * w2 * c2)
-    b2z = a1z + arm[o + C2] * (e2 * c2 - w2 * w2 * s2)
-    b3x = a2x + arm[o + C3] * (-e3 * s3 - w3 * w3 * c3) + arm[o + O3] * (-e3 * c3 + w3 * w3 * s3)
-    b3z = a2z + arm[o + C3] * (e3 * c3 - w3 * w3 * s3) + arm[o + O3] * (-e3 * s3 - w3 * w3 * c3)
-    m1, m2, m3 = arm[o + M1], arm[o + M2], arm[o + M3] + payload
+    k1x, k1z = com1 * c1, com1 * s1
+    k2x, k2z = j1x + com2 * c2, j1z + com2 * s2
+    k3x = j2x + com3 * c3 - off3 * s3
+    k3z = j2z + com3 * s3 + off3 * c3
+    b1x = com1 * (-e1 * s1 - w1 * w1 * c1)
+    b1z = com1 * (e1 * c1 - w1 * w1 * s1)
+    b2x = a1x + com2 * (-e2 * s2 - w2 * w2 * c2)
+    b2z = a1z + com2 * (e2 * c2 - w2 * w2 * s2)
+    b3x = a2x + com3 * (-e3 * s3 - w3 * w3 * c3) + off3 * (-e3 * c3 + w3 * w3 * s3)
+    b3z = a2z + com3 * (e3 * c3 - w3 * w3 * s3) + off3 * (-e3 * s3 - w3 * w3 * c3)
+    m1, m2, m3 = arm[o + AT.boom_mass], arm[o + AT.stick_mass], arm[o + AT.bucket_mass] + payload
     f1x, f1z = m1 * b1x, m1 * (b1z + g)         # force each body needs: m (a + g z)
     f2x, f2z = m2 * b2x, m2 * (b2z + g)
     f3x, f3z = m3 * b3x, m3 * (b3z + g)
-    q1, q2, q3 = arm[o + I1] * e1, arm[o + I2] * e2, arm[o + I3] * e3
+    q1 = arm[o + AT.boom_inertia] * e1
+    q2 = arm[o + AT.stick_inertia] * e2
+    q3 = arm[o + AT.bucket_inertia] * e3
     # the soil's force acts on the bucket: the actuators supply the opposite moment
     t3 = _moment(k3x, k3z, f3x, f3z, j2x, j2z) + q3 - _moment(tx, tz, fx, fz, j2x, j2z)
     t2 = (_moment(k2x, k2z, f2x, f2z, j1x, j1z) + q2 + _moment(k3x, k3z, f3x, f3z, j1x, j1z) + q3
@@ -182,7 +190,7 @@ def arm_torques(arm, o, th, om, al, fx, fz, payload, g):
 def arm_accelerations(arm, o, th, om, tau, fx, fz, payload):
     """Forward dynamics: joint accelerations under joint torques ``tau`` (3x3 solve)."""
     zero = np.zeros(3)
-    h = arm_torques(arm, o, th, om, zero, fx, fz, payload, arm[o + GRAV])
+    h = arm_torques(arm, o, th, om, zero, fx, fz, payload, arm[o + AT.gravity])
     mm = np.empty((3, 3))
     unit = np.zeros(3)
     for j in range(3):
@@ -225,8 +233,8 @@ def accelerometer_readings(arm, o, th, om, al, out):
         w += om[k]
         e += al[k]
         c, s = math.cos(phi), math.sin(phi)
-        out[k] = -jx * s + jz * c + arm[o + D1 + k] * e + arm[o + GRAV] * c
-        length = arm[o + L1 + k]
+        out[k] = -jx * s + jz * c + arm[o + ACCELEROMETERS[k]] * e + arm[o + AT.gravity] * c
+        length = arm[o + LENGTHS[k]]
         jx += length * (-e * s - w * w * c)
         jz += length * (e * c - w * w * s)
 
@@ -246,10 +254,11 @@ def accelerations_from_readings(arm, o, th, om, readings, out):
         phi += th[k]
         w += om[k]
         c, s = math.cos(phi), math.sin(phi)
-        e = (readings[k] - arm[o + GRAV] * c - (-jx * s + jz * c)) / arm[o + D1 + k]
+        e = (readings[k] - arm[o + AT.gravity] * c - (-jx * s + jz * c)) \
+            / arm[o + ACCELEROMETERS[k]]
         out[k] = e - prev
         prev = e
-        length = arm[o + L1 + k]
+        length = arm[o + LENGTHS[k]]
         jx += length * (-e * s - w * w * c)
         jz += length * (e * c - w * w * s)
 
@@ -300,13 +309,9 @@ class ExcavatorArm(Block):
               **_START}
     cstate = ("th1", "th2", "th3", "om1", "om2", "om3")
     dstate = ("n_enc1", "n_enc2", "n_enc3", "n_acc1", "n_acc2", "n_acc3", "n_f1", "n_f2", "n_f3")
+    initial_from = {"th1": "boom0", "th2": "stick0", "th3": "bucket0"}
     random_streams = 3
     position_states = (0, 1, 2)
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[:3] = [self.values[k] for k in _START]
-        return x, d, m
 
     @staticmethod
     @njit
@@ -317,37 +322,39 @@ class ExcavatorArm(Block):
     @njit
     def deriv(t, x, d, m, p, force, digging, payload, dx):
         o = ARM.boom_length
+        th, om = x[ARM_X.th1:ARM_X.th3 + 1], x[ARM_X.om1:ARM_X.om3 + 1]
         tau = np.empty(3)
         for j in range(3):
-            dx[j] = x[3 + j]
-            tau[j] = force[j] * moment_arm(p, o, j, x[j])
-        al = arm_accelerations(p, o, x[:3], x[3:], tau, digging[0], digging[1], payload[0])
+            dx[ARM_X.th1 + j] = om[j]
+            tau[j] = force[j] * moment_arm(p, o, j, th[j])
+        al = arm_accelerations(p, o, th, om, tau, digging[0], digging[1], payload[0])
         for j in range(3):
-            dx[3 + j] = al[j]
+            dx[ARM_X.om1 + j] = al[j]
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, force, digging, payload, theta, omega, alpha, tip, accel,
                theta_meas, accel_meas, force_meas):
         o = ARM.boom_length
+        th, om = x[ARM_X.th1:ARM_X.th3 + 1], x[ARM_X.om1:ARM_X.om3 + 1]
         tau = np.empty(3)
         for j in range(3):
-            tau[j] = force[j] * moment_arm(p, o, j, x[j])
-        al = arm_accelerations(p, o, x[:3], x[3:], tau, digging[0], digging[1], payload[0])
-        accelerometer_readings(p, o, x[:3], x[3:], al, accel)
+            tau[j] = force[j] * moment_arm(p, o, j, th[j])
+        al = arm_accelerations(p, o, th, om, tau, digging[0], digging[1], payload[0])
+        accelerometer_readings(p, o, th, om, al, accel)
         phi = 0.0
         tip[0] = 0.0
         tip[1] = 0.0
         for j in range(3):
-            theta[j] = x[j]
-            omega[j] = x[3 + j]
+            theta[j] = th[j]
+            omega[j] = om[j]
             alpha[j] = al[j]
-            phi += x[j]
-            tip[0] += p[o + L1 + j] * math.cos(phi)
-            tip[1] += p[o + L1 + j] * math.sin(phi)
-            theta_meas[j] = x[j] + d[j]
-            accel_meas[j] = accel[j] + d[3 + j]
-            force_meas[j] = force[j] + d[6 + j]
+            phi += th[j]
+            tip[0] += p[o + LENGTHS[j]] * math.cos(phi)
+            tip[1] += p[o + LENGTHS[j]] * math.sin(phi)
+            theta_meas[j] = th[j] + d[ARM_D.n_enc1 + j]
+            accel_meas[j] = accel[j] + d[ARM_D.n_acc1 + j]
+            force_meas[j] = force[j] + d[ARM_D.n_f1 + j]
 
     @staticmethod
     @njit
@@ -358,12 +365,12 @@ class ExcavatorArm(Block):
 @njit
 def _draw(d, m, p):
     for j in range(3):
-        d[j] = p[ARM.enc_noise] * normal(m, 0)
-        d[3 + j] = p[ARM.acc_noise] * normal(m, 1)
-        d[6 + j] = p[ARM.force_noise] * normal(m, 2)
+        d[ARM_D.n_enc1 + j] = p[ARM.enc_noise] * normal(m, 0)
+        d[ARM_D.n_acc1 + j] = p[ARM.acc_noise] * normal(m, 1)
+        d[ARM_D.n_f1 + j] = p[ARM.force_noise] * normal(m, 2)
 
 
-ARM = ExcavatorArm.P
+ARM, ARM_X, ARM_D = ExcavatorArm.P, ExcavatorArm.X, ExcavatorArm.D
 
 
 def _step(block: Block) -> float:
@@ -450,10 +457,10 @@ class DiggingCycle(Block):
     @njit
     def output(t, x, d, m, p, ref, ref_vel, ref_acc, digging, payload):
         w = 2.0 * math.pi / p[CYCLE.period]
-        for j in range(3):                      # mean, swing, phase of each link in turn
-            arg = w * t + p[CYCLE.boom_mean + 3 * j + 2]
-            a = p[CYCLE.boom_mean + 3 * j + 1]
-            ref[j] = p[CYCLE.boom_mean + 3 * j] + a * math.sin(arg)
+        for j in range(3):
+            arg = w * t + p[CYCLE_PHASE[j]]
+            a = p[CYCLE_SWING[j]]
+            ref[j] = p[CYCLE_MEAN[j]] + a * math.sin(arg)
             ref_vel[j] = a * w * math.cos(arg)
             ref_acc[j] = -a * w * w * math.sin(arg)
         digging[0] = d[CYCLE_D.fx_now]
@@ -521,16 +528,16 @@ class ExcavatorServo(Block):
         x, d, m = super().initial_state()
         arm = arm_values(**{k: self.values[k] for k in ARM_PARAMETERS})
         th = np.array([self.values[k] for k in _START])
-        tau = arm_torques(arm, 0, th, np.zeros(3), np.zeros(3), 0.0, 0.0, 0.0, arm[GRAV])
+        tau = arm_torques(arm, 0, th, np.zeros(3), np.zeros(3), 0.0, 0.0, 0.0, arm[AT.gravity])
         for j in range(3):
-            d[j] = tau[j] / moment_arm(arm, 0, j, th[j])
+            d[self.D.f1 + j] = tau[j] / moment_arm(arm, 0, j, th[j])
         return x, d, m
 
     @staticmethod
     @njit
     def output(t, x, d, m, p, theta, omega, ref, ref_vel, ref_acc, force):
         for j in range(3):
-            force[j] = d[j]
+            force[j] = d[SERVO_D.f1 + j]
 
     @staticmethod
     @njit
@@ -540,23 +547,30 @@ class ExcavatorServo(Block):
         v = np.empty(3)
         for j in range(3):
             e = ref[j] - theta[j]
-            d[3 + j] += e * p[SERVO.tick]
+            d[SERVO_D.i1 + j] += e * p[SERVO.tick]
             v[j] = ref_acc[j] + 3.0 * w * w * e + 3.0 * w * (ref_vel[j] - omega[j]) \
-                + w * w * w * d[3 + j]
-        tau = arm_torques(p, o, theta, omega, v, 0.0, 0.0, 0.0, p[o + GRAV])
+                + w * w * w * d[SERVO_D.i1 + j]
+        tau = arm_torques(p, o, theta, omega, v, 0.0, 0.0, 0.0, p[SERVO.gravity])
         for j in range(3):
             command = tau[j] / moment_arm(p, o, j, theta[j])
-            d[j] += p[SERVO.lag] * (command - d[j])
+            d[SERVO_D.f1 + j] += p[SERVO.lag] * (command - d[SERVO_D.f1 + j])
 
 
 CYCLE, CYCLE_D = DiggingCycle.P, DiggingCycle.D
-SERVO = ExcavatorServo.P
+CYCLE_MEAN, CYCLE_SWING, CYCLE_PHASE = (tuple(getattr(CYCLE, f"{link}_{what}") for link in LINKS)
+                                        for what in ("mean", "swing", "phase"))
+"""Offsets of each link's reference mean, swing and phase, boom first."""
+SERVO, SERVO_D = ExcavatorServo.P, ExcavatorServo.D
 
 
 # ------------------------------------------------------------------ observers' models
 ARM_COEFFS = tuple((name, _ARM[name].unit, _ARM[name].default) for name in ARM_PARAMETERS)
 """The arm's values as estimation-model coefficients (name, unit, default), in kernel order."""
-NARM = len(ARM_PARAMETERS)
+KINEMATIC_COEFFS = ARM_COEFFS + (("beta", "1", 0.25), ("gamma", "1", 0.5))
+FORCE_COEFFS = ARM_COEFFS + (("cutoff", "Hz", 10.0),)
+KINEMATIC = offsets("KinematicCoeffs", [(name, 1) for name, _, _ in KINEMATIC_COEFFS])
+FORCE = offsets("ForceCoeffs", [(name, 1) for name, _, _ in FORCE_COEFFS])
+"""Offsets of the observers' coefficients from the first (``pc``), by name."""
 
 
 @njit_noalloc(inline="always")
@@ -564,7 +578,7 @@ def _kinematic_f(s, so, out, oo, p, pc, u, dt, mode, w):
     """Newmark's prediction merged with the accelerometer constraint (see
     :mod:`hapflow.ident.excavator`): ``[theta, theta', theta'']`` one sample ahead, the new
     accelerations those the readings ``u`` give at the kinematically predicted state."""
-    beta, gamma = p[pc + NARM], p[pc + NARM + 1]
+    beta, gamma = p[pc + KINEMATIC.beta], p[pc + KINEMATIC.gamma]
     for j in range(3):
         out[oo + j] = s[so + j] + dt * s[so + 3 + j] + 0.5 * dt * dt * s[so + 6 + j]
         out[oo + 3 + j] = s[so + 3 + j] + dt * s[so + 6 + j]
@@ -580,28 +594,29 @@ def _kinematic_f(s, so, out, oo, p, pc, u, dt, mode, w):
 def _force_f(s, so, out, oo, p, pc, u, dt, mode, w):
     """Cylinder forces by the inverse dynamics at the kinematic estimate ``u`` under the
     predicted loads; soil force a low-pass of the random walk ``(wx, wz)``; payload held."""
-    lp = 1.0 - math.exp(-2.0 * math.pi * p[pc + NARM] * dt)
+    lp = 1.0 - math.exp(-2.0 * math.pi * p[pc + FORCE.cutoff] * dt)
     for j in range(3, 5):
         out[oo + j] = s[so + j] + lp * (s[so + j + 2] - s[so + j])
     for j in range(5, 8):
         out[oo + j] = s[so + j]
     tau = arm_torques(p, pc, u[0:3], u[3:6], u[6:9], out[oo + 3], out[oo + 4], out[oo + 7],
-                      p[pc + GRAV])
+                      p[pc + AT.gravity])
     for j in range(3):
         out[oo + j] = tau[j] / moment_arm(p, pc, j, u[j])
 
 
 def _arm_check(v) -> str | None:
-    return None if min(v[:3]) > 0.0 else f"link lengths must be > 0 m, got {list(v[:3])}"
+    lengths = [float(v[at]) for at in LENGTHS]
+    return None if min(lengths) > 0.0 else f"link lengths must be > 0 m, got {lengths}"
 
 
 register("excavator_kinematic", Model(
-    9, 3, 3, ARM_COEFFS + (("beta", "1", 0.25), ("gamma", "1", 0.5)), False,
+    9, 3, 3, KINEMATIC_COEFFS, False,
     "excavator kinematic observer [theta, theta', theta''] of the three joints, u = the "
     "accelerometers, z = the encoders (Newmark prediction with the accelerometer constraint)",
     f=_kinematic_f, check=_arm_check))
 register("excavator_force", Model(
-    8, 3, 9, ARM_COEFFS + (("cutoff", "Hz", 10.0),), False,
+    8, 3, 9, FORCE_COEFFS, False,
     "excavator force observer [F1, F2, F3, Fx, Fz, wx, wz, m_p], u = the kinematic "
     "estimate, z = the cylinder forces (soil force a low-passed random walk)",
     f=_force_f, check=_arm_check))
