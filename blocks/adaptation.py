@@ -102,6 +102,7 @@ class SwitchingGradientObserver(TauObserver, Block):
                                     doc="1: the model switches on its own state")}
     cstate = ("x_hat", "sens", "tau")
     initial_from = {"x_hat": "x0", "tau": "tau0"}
+    initial_depends = ("x0", "s1")
     istate = 1
     nguards = 1
 

@@ -70,6 +70,7 @@ class SwitchingFirstOrder(Block):
     istate = 2
     nguards = 1
     PARAMETERS = ("tau", "u1", "u2", "s1", "s2", "x0")
+    initial_depends = ("x0", "s1")
 
     def validate(self, changed: str | None) -> None:
         tau, u1, u2, s1, s2 = (self.values[k] for k in ("tau", "u1", "u2", "s1", "s2"))
@@ -255,6 +256,7 @@ class BallOnPaddle(Block):
     istate = 2
     nguards = 3
     position_states = (0,)
+    initial_depends = ("h0", "v0")
 
     def initial_state(self):
         x, d, m = super().initial_state()

@@ -26,6 +26,8 @@ class Integrator(Block):
         self.inputs = {"u": In(self.size, doc="rate of change of y")}
         self.outputs = {"y": Out(self.size, unit=self.unit, depends="state", doc="integral")}
 
+    initial_depends = ("initial",)
+
     def initial_state(self):
         x, d, m = super().initial_state()
         x[:] = self.values["initial"]

@@ -164,6 +164,7 @@ class HardeningSpringDevice(Block):
                "k_h": Derived(lambda b: b.stiffening()[1], unit="N/m",
                               doc="rate of one assembly beyond x_h")}
     cstate = ("pos", "vel")
+    initial_from = {"pos": "x0", "vel": "v0"}
     position_states = (0,)
 
     def validate(self, changed: str | None) -> None:
@@ -192,11 +193,6 @@ class HardeningSpringDevice(Block):
             return float(self.k_inner), float(self.k_outer)
         ks, kc = self.k_stiff, self.k_compliant
         return (ks * kc / (ks + kc) if ks + kc > 0.0 else 0.0), ks
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[SPRING_X.pos], x[SPRING_X.vel] = self.x0, self.v0
-        return x, d, m
 
     # ------------------------------------------------------------ closed forms (Python)
     def spring_force(self, x) -> np.ndarray:
@@ -404,6 +400,7 @@ class DetentSwitch(Block):
                "half_play": Derived(lambda b: 0.5 * b.backlash, unit="m",
                                     doc="free play each way, g = backlash / 2")}
     cstate = ("handle_pos", "handle_vel", "lever_pos", "lever_vel")
+    initial_from = {"handle_pos": "x0", "handle_vel": "v0", "lever_pos": "x0", "lever_vel": "v0"}
     position_states = (0, 2)
 
     def validate(self, changed: str | None) -> None:
@@ -413,12 +410,6 @@ class DetentSwitch(Block):
                              f"parameter 'contact_stiffness' ({self.contact_stiffness:g} N/m) "
                              f"must exceed the steepest negative detent slope ({-softest:g} "
                              "N/m), or the handle cannot hold the mechanism on a detent flank")
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[SWITCH_X.handle_pos] = x[SWITCH_X.lever_pos] = self.x0
-        x[SWITCH_X.handle_vel] = x[SWITCH_X.lever_vel] = self.v0
-        return x, d, m
 
     # ------------------------------------------------------------ closed forms (Python)
     def static_force(self, x2) -> np.ndarray:

@@ -29,6 +29,8 @@ class UnitDelay(Block):
         self.inputs = {"u": In(self.size, doc="input")}
         self.outputs = {"y": Out(self.size, unit="=u", depends="state", doc="input one sample ago")}
 
+    initial_depends = ("initial",)
+
     def initial_state(self):
         x, d, m = super().initial_state()
         d[:] = self.values["initial"]

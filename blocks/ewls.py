@@ -206,6 +206,8 @@ class EWLS(Block):
         names = list(self.inputs)
         return names.index(name) if name in names else -1
 
+    initial_depends = ("p0",)
+
     def initial_state(self):
         x, d, m = super().initial_state()
         n = len(self.regs)

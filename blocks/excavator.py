@@ -522,6 +522,7 @@ class ExcavatorServo(Block):
                               doc="first-order lag step per tick"),
                "tick": Derived(lambda b: _step(b), unit="s", doc="the block's step")}
     dstate = ("f1", "f2", "f3", "i1", "i2", "i3")
+    initial_depends = (*ARM_PARAMETERS, *_START)
 
     def initial_state(self):
         """The cylinders start holding the arm still at ``boom0, stick0, bucket0``."""

@@ -596,6 +596,7 @@ class FlexibleLink(Block):
                                 doc="the expanded manipulator: expansion terms, patterns, dofs")}
     cstate = 2 * R
     dstate = D_SIZE
+    initial_depends = ()                  # the thesis's q*, whatever the parameters
 
     def initial_state(self):
         from hapflow.flex.manipulator import Q_STAR

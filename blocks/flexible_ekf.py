@@ -254,6 +254,8 @@ class FlexibleLinkEKF(Block):
               "s1": R * R, "t": NU * R, "v": N, "forces": N * R, "hm": NY * W, "pht": W * NY, "S": NY * NY, "kt": NY * W,
               "y": NY, "var": NTQ, "k": W, "stage": 2 * W, "torque": NTQ}
 
+    initial_depends = ("q0_std", "u0_std", "v0_std")
+
     def initial_state(self):
         from hapflow.flex.manipulator import Q_STAR
         x, d, m = super().initial_state()

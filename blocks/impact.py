@@ -287,15 +287,12 @@ class RestitutionObserver(Block):
                "window_size": Derived(lambda b: b.window, doc="impacts per window N"),
                "newton_steps": Derived(lambda b: b.iterations, doc="Newton steps per impact")}
     istate = 1
+    D = HEADER                      # the discrete state's header, by name (rings sized below)
+    initial_from = {"e": "e0"}
 
     def configure(self) -> None:
         q = self.window + 1
         self.dstate = HEADER.ring + 2 * self.buffer + 2 * q + 2 * self.window + 2 * q * q + 2 * q
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        d[HEADER.e] = self.e0
-        return x, d, m
 
     @staticmethod
     @njit

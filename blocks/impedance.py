@@ -172,9 +172,7 @@ class RendersAdmittance:
         if reason is not None:
             raise ParamError("model" if self.values["model"] else self.MASS, reason)
 
-    def initial_state(self):
-        """Position ``x0`` and velocity ``v0`` (state names in that order); no other state."""
-        return np.array([self.x0, self.v0]), np.zeros(0), np.zeros(0, dtype=np.int64)
+    initial_from = {"pos": "x0", "vel": "v0"}
 
 
 class Admittance(RendersAdmittance, PiecewiseImpedance):

@@ -29,12 +29,8 @@ class MassSpringDamper(Block):
               "x0": Live(0.0, unit="m", doc="initial position"),
               "v0": Live(0.0, unit="m/s", doc="initial velocity")}
     cstate = ("pos", "vel")
+    initial_from = {"pos": "x0", "vel": "v0"}
     position_states = (0,)
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[MSD_X.pos], x[MSD_X.vel] = self.x0, self.v0
-        return x, d, m
 
     @staticmethod
     @njit
@@ -78,12 +74,8 @@ class BouncingBall(Block):
     dstate = ("impact_time",)
     istate = ("bounces",)
     nguards = 1
+    initial_from = {"height": "h0", "vel": "v0"}
     position_states = (0,)
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[BALL_X.height], x[BALL_X.vel] = self.h0, self.v0
-        return x, d, m
 
     @staticmethod
     @njit

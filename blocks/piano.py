@@ -178,6 +178,7 @@ class _PianoAction(Block):
     istate = 2
     nguards = 3
     position_states = (0, 2)
+    initial_depends = ()                  # riding, no events yet: the same for any values
 
     def initial_state(self):
         x, d, m = super().initial_state()

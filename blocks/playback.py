@@ -194,6 +194,8 @@ class Playback(Block):
         d[D.samples:] = self._samples[idx]
         d[D.first], d[D.rate], d[D.count] = first, self._rate, self._samples.size
 
+    initial_depends = ()                  # the file's first window (structural parameters)
+
     def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         d = np.zeros(self.dstate)
         self._fill(d, 0.0)

@@ -38,6 +38,7 @@ class DahlFriction(hf.Block):
               "coulomb": hf.Live(0.3, unit="N", check=hf.positive, doc="Coulomb level Fc"),
               "initial_force": hf.Live(0.0, unit="N", doc="force F at t = 0")}
     cstate = ("force",)                        # the state, by name: x[DAHL_X.force]
+    initial_from = {"force": "initial_force"}  # it starts at a parameter's value
 
     def validate(self, changed):
         """The rule between parameters: the force starts within the Coulomb level."""
@@ -45,11 +46,6 @@ class DahlFriction(hf.Block):
             raise hf.ParamError(changed or "initial_force",
                                 f"'initial_force' ({self.initial_force:g} N) must lie within "
                                 f"+-coulomb ({self.coulomb:g} N)")
-
-    def initial_state(self):
-        x, d, m = super().initial_state()
-        x[DAHL_X.force] = self.initial_force
-        return x, d, m
 
     @staticmethod
     @njit

@@ -7,7 +7,8 @@ parameters packed, initial state, random streams from the run's seed, the
 block's packed parameters are computed once per distinct value of the
 parameters they depend on (the block's own packing, :meth:`Block.packed`, for
 the values of the graph), its initial state once per distinct value of the
-parameters it reads, and a block with the default
+parameters it declares it starts from (:meth:`~hapflow.block.Block.initial_parameters`),
+and a block with the default
 :meth:`~hapflow.block.Block.pack` and no derived parameters gets its varied
 values written into the run-by-parameter matrix by numpy indexing, with no
 Python call per run.
@@ -90,61 +91,6 @@ def init_rows(F, M, SI, SB):
 
 
 # ---------------------------------------------------------------- filling the runs' arrays
-class _Reads(dict):
-    """A block's parameter values that note which names are read."""
-
-    def __init__(self, values: dict[str, Any]):
-        super().__init__(values)
-        self.read: set[str] = set()
-
-    def __getitem__(self, key: str) -> Any:
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.read.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self.read.add(str(key))
-        return super().__contains__(key)
-
-    def _all(self) -> None:
-        self.read.update(super().keys())
-
-    def items(self):
-        self._all()
-        return super().items()
-
-    def values(self):
-        self._all()
-        return super().values()
-
-    def keys(self):
-        self._all()
-        return super().keys()
-
-    def __iter__(self):
-        self._all()
-        return super().__iter__()
-
-
-def _traced(block: Block, method: Callable[[], Any]) -> tuple[Any, set[str]]:
-    """``method()`` of ``block`` and the parameter names it read.
-
-    A pure function of the block's values whose run at the current values
-    never reads parameter ``q`` returns the same for every value of ``q``.
-    """
-    values = block.values
-    block.values = _Reads(values)
-    try:
-        result = method()
-        read = block.values.read
-    finally:
-        block.values = values
-    return result, read
-
-
 def _packing(block: Block, columns: list["_Column"]) -> list["_Column"]:
     """The columns of ``block``'s varied parameters that can change its packed values: the
     ones packed as declared and, if it has derived values (functions of any parameter) or
@@ -334,9 +280,9 @@ class Filler:
                 rows["f"][:, start + self._offset(name, c.param)] = c.array
         else:
             self._per_value(name, varied, errors, packed, pack, put_p)
-        state, read = _traced(block, block.initial_state)
-        self._per_value(name, [c for c in columns if c.param in read], errors, state,
-                        block.initial_state, put_state)
+        initial = block.initial_parameters()
+        self._per_value(name, [c for c in columns if initial is None or c.param in initial],
+                        errors, block.initial_state(), block.initial_state, put_state)
         if block.random_streams:
             m = slots["m"]
             for seed in np.unique(seeds):

@@ -148,6 +148,11 @@ class Block:
     """Named continuous or discrete states that start at a parameter's value,
     ``{state: parameter}`` (``{"angle": "angle0"}``); the others start at zero
     (override :meth:`initial_state` for more)."""
+    initial_depends: ClassVar[tuple[str, ...] | None] = ()
+    """The parameters an :meth:`initial_state` override reads besides those of
+    :attr:`initial_from`, declared with the override (a batch of runs computes the
+    initial state once per distinct value of these); an override that declares none
+    depends on every parameter (see :meth:`initial_parameters`)."""
     random_streams: int = 0
     """Number of random streams (see :mod:`hapflow.rng`); stream k lives in
     ``m[istate + k]`` and is seeded from the graph seed and the block name."""
@@ -191,6 +196,23 @@ class Block:
         if wrong:
             raise TypeError(f"{cls.__name__}.initial_from: {', '.join(wrong)} does not map a "
                             f"named state ({', '.join(named) or 'none'}) to a parameter")
+        unknown = [p for p in cls.initial_depends or () if p not in cls.params]
+        if unknown:
+            raise TypeError(f"{cls.__name__}.initial_depends: {', '.join(unknown)} "
+                            f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'}"
+                            f" (valid: {', '.join(cls.params) or 'none'})")
+
+    @classmethod
+    def initial_parameters(cls) -> frozenset[str] | None:
+        """The parameters :meth:`initial_state` depends on: those of :attr:`initial_from` and
+        :attr:`initial_depends`; None (any parameter) when the class that overrides
+        :meth:`initial_state` last, or a class after it, declares no ``initial_depends``."""
+        mro = cls.__mro__
+        overrides = next(i for i, k in enumerate(mro) if "initial_state" in k.__dict__)
+        declares = next(i for i, k in enumerate(mro) if "initial_depends" in k.__dict__)
+        if declares > overrides or cls.initial_depends is None:
+            return None
+        return frozenset(cls.initial_from.values()) | frozenset(cls.initial_depends)
 
     @classmethod
     def _name_offsets(cls) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 import hapflow.blocks  # noqa: F401 - registers the library
 from hapflow import registry
-from hapflow.block import Block
+from hapflow.block import Block, ParamError
 from hapflow.params import Live
 from hapflow.ports import In, Out
 from hapflow.units import UnitError, dimension
@@ -175,3 +175,70 @@ def test_the_unit_contract_fails_on_a_unit_that_does_not_parse_or_is_not_si():
     problems = unit_problems(Sloppy)
     assert len(problems) == 2 and "'gap'" in problems[0] and "'gain'" in problems[1]
     assert "write the value in m" in problems[0] and "furlongs" in problems[1]
+
+
+def _nearby(value) -> list:
+    """Values near ``value``, of its kind, to try in turn (a rule between parameters may
+    refuse some); none for text or an unset optional value."""
+    if isinstance(value, (bool, np.bool_)):
+        return [not value]
+    if isinstance(value, (int, np.integer)):
+        return [value + 1, value - 1]
+    if isinstance(value, (float, np.floating)):
+        return [value * 1.25 + 0.0625, value * 0.75 - 0.03125, value * 0.5]
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) \
+            and all(isinstance(v, (int, float, np.number)) for v in np.ravel(value)):
+        array = np.asarray(value, dtype=np.float64)
+        return [(array * 1.25 + 0.0625).tolist(), (array * 0.75).tolist()]
+    return []
+
+
+def initial_state_problems(block: Block) -> list[str]:
+    """Live parameters that change the block's initial state though it does not declare
+    that it starts from them (:meth:`Block.initial_parameters`): a batch of runs would
+    start the runs that set one from the graph's value."""
+    declared = block.initial_parameters()
+    if declared is None:
+        return []
+    base = block.initial_state()
+    problems = []
+    for name, spec in block.params.items():
+        if not spec.live or name in declared:
+            continue
+        old = block.values[name]
+        for value in _nearby(old):
+            try:
+                block.set(name, value)
+            except ParamError:
+                continue
+            try:
+                moved = block.initial_state()
+            finally:
+                block.set(name, old)
+            if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(base, moved)):
+                problems.append(f"the initial state changes with parameter {name!r}, which "
+                                "neither initial_from nor initial_depends names")
+            break
+    return problems
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_initial_state_depends_only_on_the_parameters_it_declares(name):
+    block = _instance(registry.lookup(name))
+    block.sample_time = 2.5e-5
+    assert initial_state_problems(block) == []
+
+
+def test_the_initial_state_contract_fails_on_an_undeclared_dependency():
+    class Forgetful(Block, register=False):
+        params = {"x0": Live(0.0, unit="m"), "v0": Live(0.0, unit="m/s")}
+        cstate = ("pos", "vel")
+        initial_depends = ("x0",)
+
+        def initial_state(self):
+            x, d, m = super().initial_state()
+            x[:] = self.x0, self.v0
+            return x, d, m
+    assert initial_state_problems(Forgetful()) == [
+        "the initial state changes with parameter 'v0', which neither initial_from nor "
+        "initial_depends names"]

@@ -182,3 +182,33 @@ def test_initial_from_must_name_a_state_and_a_parameter():
             params = {"x0": Live(0.0)}
             cstate = ("pos", "vel")
             initial_from = {"speed": "x0"}
+
+
+def test_initial_parameters_are_the_declared_ones_and_an_undeclared_override_reads_any():
+    class Started(Block, register=False):
+        params = {"x0": Live(0.0, unit="m"), "k": Live(1.0, unit="N/m"), "s": Live(1.0)}
+        cstate = ("pos",)
+        initial_from = {"pos": "x0"}
+
+    class Moded(Started, register=False):
+        istate = 1
+        initial_depends = ("s",)
+
+        def initial_state(self):
+            x, d, m = super().initial_state()
+            m[0] = self.x0 < self.s
+            return x, d, m
+
+    class Undeclared(Moded, register=False):
+        def initial_state(self):
+            x, d, m = super().initial_state()
+            x[0] += self.k
+            return x, d, m
+
+    assert Started.initial_parameters() == {"x0"}
+    assert Moded.initial_parameters() == {"x0", "s"}
+    assert Undeclared.initial_parameters() is None
+    with pytest.raises(TypeError, match=r"Typo.initial_depends: q is not a parameter "
+                                        r"\(valid: x0, k, s\)"):
+        class Typo(Started, register=False):
+            initial_depends = ("q",)

@@ -13,7 +13,11 @@ import pandas as pd
 import pytest
 
 import hapflow as hf
+from hapflow import registry
 from hapflow.batch import ARRAYS, WIDTH, Batch, Filler
+from hapflow.block import Block
+from hapflow.params import Live
+from hapflow.ports import Out
 from hapflow.study import load_study, run_study
 from hapflow.study.metrics import RunData, compute_all, compute_batch
 
@@ -329,3 +333,56 @@ def test_key_text_is_the_json_text(params, seed):
     from hapflow.study.store import key_text
     want = json.dumps(["0123456789abcdef0123", sorted(params.items()), seed], default=repr)
     assert key_text("0123456789abcdef0123", params, seed) == want
+
+
+class _Scaled(Block, register=False):
+    """Starts at ``x0 gain``: an initial_state override that declares nothing (so a batch
+    recomputes it for any varied parameter).
+
+    Ports
+    -----
+    y : out, (1,), m     the state (state only)
+    """
+
+    outputs = {"y": Out(1, unit="m", depends="state", doc="state")}
+    params = {"x0": Live(0.1, unit="m", doc="start before scaling"),
+              "gain": Live(1.0, doc="scale of the start"), "decay": Live(1.0, unit="1/s")}
+    cstate = ("x",)
+
+    def initial_state(self):
+        x, d, m = super().initial_state()
+        x[0] = self.x0 * self.gain
+        return x, d, m
+
+    @staticmethod
+    def deriv(t, x, d, m, p, dx):
+        dx[0] = -p[SCALED.decay] * x[0]
+
+    @staticmethod
+    def output(t, x, d, m, p, y):
+        y[0] = x[0]
+
+
+SCALED = _Scaled.P
+
+
+def test_fill_starts_every_run_from_the_parameters_its_blocks_declare():
+    """The filler recomputes a block's initial state for the parameters it declares
+    (:meth:`Block.initial_parameters`): ``initial_from`` (BouncingBall's h0), ``initial_depends``
+    (SwitchingFirstOrder's mode from x0 and s1) and, for an override that declares
+    nothing, every parameter; each run's arrays equal set + reset."""
+    g = hf.Graph(name="starts", rate=1000.0, duration=0.01)
+    g.add("sw", registry.lookup("SwitchingFirstOrder")())
+    g.add("ball", registry.lookup("BouncingBall")())
+    g.add("sc", _Scaled())
+    g.record("sw.mode", "ball.height", "sc.y")
+    sim = hf.Simulation(g, interpret=True)
+    settings = [{"sw.x0": 1.6}, {"sw.s1": 1.2, "sw.x0": 1.3}, {"sw.s1": 1.2}, {"ball.h0": 0.02},
+                {"sc.gain": 3.0}, {"sc.x0": 0.5, "sc.gain": 2.0}, {}]
+    rows, errors = Filler(sim).fill(settings, [1] * len(settings))
+    assert errors == [None] * len(settings)
+    for r, expected in enumerate(_reference(sim, settings, [1] * len(settings))):
+        for k in ARRAYS:
+            np.testing.assert_array_equal(rows[k][r], expected[k], err_msg=f"run {r}, {k}")
+    mode = sim.layout.blocks["sw"]["m"].start
+    assert rows["m"][:, mode].tolist() == [2, 2, 1, 1, 1, 1, 1]
