@@ -18,19 +18,23 @@ pinned to one CPU, mlockall), it runs, in the same process one after the other:
 - **dashboard**: the same run with the live dashboard (:mod:`hapflow.hil.dashboard`)
   served beside it and its page open in headless Chromium (through selenium; the
   page is loaded and its document connected before the first tick, so it streams
-  for the whole run); without chromium and chromedriver the column is skipped.
+  for the whole run; the browser runs at SCHED_IDLE off the pinned setup's CPU, as
+  on a HIL host, and shows a blank page while the other loops run); without
+  chromium and chromedriver the column is skipped.
 
 and prints p50/p99/p99.9/max of the absolute period error (time between
 successive wake-ups minus the period), p99.9 of the lateness (wake-up minus the
 deadline or sample clock edge waited for), the overruns (ticks that missed a
 sample clock edge; for the bare loop, periods over 1.5x), periods over 1.5x,
 and the CPU use (process CPU time / wall time, % of one CPU).  Each cell is
-the median over ``--repeat`` runs.  Settings that are not permitted are
+the median over ``--repeat`` runs, the loops interleaved.  The bare loop is the
+reference for the ratios because it is measured in the same process, between
+the others, under the same load.  Settings that are not permitted are
 reported.  The machine load (1-minute load average) is printed before and
-after: on a shared host the tails are set by other processes.
+after each cell: on a shared host the tails are set by other processes.
 
-    python bench/hil_timing.py                 # 60 s per run (12 runs: ~12 min)
-    python bench/hil_timing.py --seconds 5     # quick
+    python bench/hil_timing.py                 # 60 s per run (36 runs: ~37 min)
+    python bench/hil_timing.py --seconds 5 --repeat 1     # quick
 
 Under each cell: the period error's p99.9 of the runner, and of the runner with the
 dashboard, over the bare loop's, and the lateness p99.9 with the dashboard over without.
@@ -56,7 +60,9 @@ from hapflow.yamlio import load
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = {1000: ROOT / "graphs" / "hil_testbed.yaml", 4000: ROOT / "graphs" / "colton2005_sweep.yaml"}
-SETUPS = {"normal": RealTime(), "fifo+pin+mlock": RealTime(fifo=80, cpu=1, lock=True)}
+LOOP_CPU = 1
+"""The CPU the pinned setup runs the loop on; the browser is kept off it."""
+SETUPS = {"normal": RealTime(), "fifo+pin+mlock": RealTime(fifo=80, cpu=LOOP_CPU, lock=True)}
 NO_WATCHDOG = Policy(max_overruns=10 ** 9, max_lateness=30.0, hardware_watchdog=34.0)
 """Software watchdog off (a stall is measured, not stopped); the card's hardware watchdog
 armed at its longest timeout, so the loop's pet check runs every tick as in a real run."""
@@ -117,12 +123,18 @@ def open_dashboard(runner: HilRunner, browser):
             if time.monotonic() > end:
                 raise RuntimeError("the dashboard's page did not connect in 60 s")
             time.sleep(0.05)
-        return stop
+
+        def unwatch():
+            stop()
+            browser.get("about:blank")      # idle while the other loops are measured
+        return unwatch
     return watch
 
 
 def headless_chromium():
-    """Debian's chromium through selenium, or None (with the reason printed)."""
+    """Debian's chromium through selenium, or None (with the reason printed); it runs
+    as a browser on a HIL host should, at SCHED_IDLE and off the pinned loop's CPU
+    (:func:`hapflow.hil.realtime.background`, inherited from chromedriver)."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     try:
         from selenium import webdriver
@@ -136,8 +148,9 @@ def headless_chromium():
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400",
                 "--disable-dev-shm-usage"):
         options.add_argument(arg)
-    return webdriver.Chrome(options=options,
-                            service=webdriver.ChromeService(executable_path=driver))
+    service = webdriver.ChromeService(
+        executable_path=driver, popen_kw={"preexec_fn": lambda: realtime.background(LOOP_CPU)})
+    return webdriver.Chrome(options=options, service=service)
 
 
 def trips(lateness: np.ndarray, overrun: np.ndarray, period_ns: int) -> tuple[int, int]:
@@ -169,7 +182,7 @@ def median(rows: list[dict]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0, help="seconds per run [60]")
-    p.add_argument("--repeat", type=int, default=1, help="runs per cell; the median is shown [1]")
+    p.add_argument("--repeat", type=int, default=3, help="runs per cell; the median is shown [3]")
     p.add_argument("--rates", default="1000,4000", help="comma-separated rates [1000,4000]")
     args = p.parse_args()
     os.environ.setdefault("HAPFLOW_CACHE_DIR", "/tmp/hfcache")
@@ -199,13 +212,16 @@ def main() -> None:
 
 
 def cell(rate: int, name: str, rt: RealTime, loops: dict, args, notes: set) -> None:
-    """Run and print one rate x setup cell, every loop ``--repeat`` times, interleaved."""
+    """Run and print one rate x setup cell, every loop ``--repeat`` times, interleaved (the
+    order rotated each time, so that no loop always follows the same one)."""
     cells = {loop: [] for loop in loops}
-    for _ in range(args.repeat):
-        for loop, fn in loops.items():
-            r, settings = fn(rate, args.seconds, rt)
+    order, load = list(loops), [os.getloadavg()[0]]
+    for k in range(args.repeat):
+        for loop in order[k % len(order):] + order[:k % len(order)]:
+            r, settings = loops[loop](rate, args.seconds, rt)
             cells[loop].append(r)
             notes.add(f"{name}: {settings}")
+    load.append(os.getloadavg()[0])
     m = {loop: median(rows) for loop, rows in cells.items()}
     for loop, c in m.items():
         print(f"{rate:6d} {name:16s} {loop:9s} {c['p50']:8.1f} {c['p99']:8.1f} "
@@ -219,6 +235,7 @@ def cell(rate: int, name: str, rt: RealTime, loops: dict, args, notes: set) -> N
     if "dashboard" in m:
         print(f"{'':6s} {'':16s} late p99.9 with / without the dashboard = "
               f"{m['dashboard']['late p99.9'] / max(m['hapflow']['late p99.9'], 1e-9):.2f}")
+    print(f"{'':6s} {'':16s} load average {load[0]:.2f} -> {load[1]:.2f}")
 
 
 if __name__ == "__main__":

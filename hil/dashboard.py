@@ -6,7 +6,18 @@
 
 The page shows the recorded signals (decimated to about 100 points a second, the last
 10 s), the percentiles of the loop's compute time and lateness, the overruns, the safety
-state, a slider for each scalar live parameter of the controller, and an e-stop.
+state, a slider for each scalar live parameter of the controller, and an e-stop.  It
+updates 4 times a second: each update repaints every plot, most of what the browser
+costs the host.
+
+The server yields to the loop (:func:`hapflow.hil.realtime.background`): SCHED_IDLE,
+off the loop's CPU when the loop is pinned.  A browser on the HIL host itself should
+yield likewise, started from the run's session, e.g.
+``chrt --idle 0 taskset -c 0 chromium http://localhost:5006/`` beside ``--cpu 1``
+(``bench/hil_timing.py`` starts its headless Chromium so).  The page's e-stop is a
+convenience, not a safety function: it goes through the browser and this server, which
+run when the host has time to spare; an e-stop switch in the amplifier's enable circuit
+is what must cut the power.
 
 Nothing of the page runs on the loop's thread, nor in its process: a Python thread there would
 take the GIL for milliseconds while Bokeh serialises a document (the recorder found
@@ -39,6 +50,7 @@ import numpy as np
 
 from hapflow.errors import HapflowError
 
+from . import realtime
 from .live import LiveParameters
 from .recording import Status
 
@@ -46,8 +58,8 @@ POINTS_PER_SECOND = 100
 """Trace points a second sent to the browser."""
 WINDOW = 10.0
 """Seconds of trace kept in the browser."""
-REFRESH_MS = 100
-"""Page update period."""
+REFRESH_MS = 250
+"""Page update period (each update repaints every plot: the browser's main cost)."""
 READY_TIMEOUT = 60.0
 """Seconds the run waits for the dashboard's server to listen before it gives up."""
 PR_SET_PDEATHSIG = 1
@@ -113,7 +125,7 @@ def _serve(conn, view, params: dict[str, float], port: int, host: str, parent: i
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # the loop decides when to stop
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     _exit_with(parent)
-    os.nice(10)                                        # the loop comes first
+    realtime.background(view.cpu)                      # the loop comes first
     quiet = os.open(os.devnull, os.O_WRONLY)          # its log must never block it: the run's
     os.dup2(quiet, 1)                                  # stdout/stderr may be a pipe nobody
     os.dup2(quiet, 2)                                  # reads (seen: an orphan stuck in write)

@@ -8,6 +8,14 @@
 
 :func:`apply` returns a :class:`Settings` record with what was applied and
 why anything was not; :meth:`Settings.restore` undoes it.
+
+:func:`background` is the other side: a process beside the loop (the dashboard's
+server, a browser showing it) made to yield to it: ``SCHED_IDLE``, and kept off the
+CPU the loop is pinned to.  It stays in the loop's session, so in its autogroup:
+there the kernel preempts an idle-class task at once when the loop wakes on its CPU,
+where a task of another group (or a nice 19 one) may finish its slice first; and a
+group of its own at nice 19 starves on a busy host (seen: Chromium did not start
+under load 7).
 """
 from __future__ import annotations
 
@@ -113,4 +121,33 @@ def apply(fifo: int | None = None, cpu: int | None = None, lock: bool = False,
             s.applied.append("mlockall")
         else:
             s.refused.append(f"mlockall: {_errno_text()} (raise the memlock limit, ulimit -l)")
+    return s
+
+
+def background(loop_cpu: int | None = None) -> Settings:
+    """Make the calling process yield to a real-time loop beside it (see the module
+    docstring): ``SCHED_IDLE``, and pinned to the allowed CPUs other than ``loop_cpu``
+    (when there are any).  Threads and processes it starts afterwards inherit both; meant
+    for a process that has none yet (the scheduling policy and affinity are the calling
+    thread's).  Never raises for a refused setting; nothing is restored (the process ends
+    first).
+
+    Parameters
+    ----------
+    loop_cpu : int, optional
+        The CPU the loop is pinned to; None when it is not pinned.
+    """
+    s = Settings()
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        s.applied.append("SCHED_IDLE")
+    except OSError as exc:
+        s.refused.append(f"SCHED_IDLE: {exc.strerror}")
+    others = os.sched_getaffinity(0) - {loop_cpu}
+    if loop_cpu is not None and others:
+        try:
+            os.sched_setaffinity(0, others)
+            s.applied.append(f"CPUs {sorted(others)}")
+        except OSError as exc:
+            s.refused.append(f"CPUs {sorted(others)}: {exc.strerror}")
     return s

@@ -408,7 +408,7 @@ class HilRunner:
         them); if it cannot start, close the card and the recording, nothing ran."""
         try:
             return watch(LoopView(loop.buffers, loop.status, self.rate, loop.total,
-                                  self._signals()))
+                                  self._signals(), self.rt.cpu))
         except BaseException:
             loop.shutdown()
             loop.close_sinks("interrupted")
@@ -434,6 +434,8 @@ class LoopView:
         Ticks the run is to last.
     signals : dict
         ``name`` -> (unit, (source, column)), source ``"log"`` or ``"command"``.
+    cpu : int, optional
+        The CPU the loop is pinned to (a watcher keeps off it), None when not pinned.
     """
 
     buffers: list
@@ -441,6 +443,7 @@ class LoopView:
     rate: float
     total: int
     signals: dict
+    cpu: int | None = None
 
 
 def _event_attrs(event: safety.SafetyEvent | None) -> dict[str, Any]:

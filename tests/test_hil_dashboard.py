@@ -152,6 +152,25 @@ def test_dashboard_serves_once_started_and_its_death_does_not_stop_the_run(tmp_p
     assert hf.recorder.load(tmp_path / "run.h5").attrs["status"] == "complete"
 
 
+class NoLiveParameters:
+    def live_parameters(self):
+        return {}
+
+
+def test_the_dashboard_process_yields_to_the_loop():
+    """The dashboard's server runs at SCHED_IDLE, off the CPU the loop is pinned to."""
+    cpus = sorted(os.sched_getaffinity(0))
+    view = Loop().view
+    view.cpu = cpus[-1]
+    stop = dashboard.start(NoLiveParameters(), free_port())(view)
+    try:
+        pid = _dashboard_process().pid
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        assert os.sched_getaffinity(pid) == (set(cpus[:-1]) or set(cpus))
+    finally:
+        stop()
+
+
 def test_dashboard_on_a_port_in_use_refuses_to_start_the_run(tmp_path):
     g = load(BED)
     runner = HilRunner(g, SimDaq(g, seed=1), RELAXED)
