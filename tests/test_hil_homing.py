@@ -169,6 +169,43 @@ def test_homed_to_the_index_the_stroke_limit_trips_where_the_mechanics_are(card,
     assert -0.007 < rest < -0.004, log                   # it coasted about 5.3 mm
 
 
+ROTARY = ROOT / "graphs" / "hil_rotary.yaml"
+Z_ANGLE, ANGLE_LIMIT, ANGLE_ON = 0.25, 1.5, 0.5
+
+
+def test_rotary_encoder_homed_to_its_index_trips_the_angle_limit_where_the_shaft_is(card,
+                                                                                    tmp_path):
+    """graphs/hil_rotary.yaml switched on with the shaft at 0.5 rad and homed to the Z
+    index of its 500-line encoder (X4: 2000 counts of 2 pi / 2000 rad a revolution; one
+    index a revolution, at the shaft's 0), which reads z_index 0.25 rad (count 80): driven
+    at -0.5 V the shaft meets the index after -0.5 rad; it then coasts to rest about 0
+    (torsion spring), and the angle reads the shaft's plus 0.25 rad, so the 1.5 rad stroke
+    limit trips with the shaft at 1.25 rad.  Counted from power-on it would trip at 2 rad;
+    with the angle per count of X1 cycles (2 pi / 500) the index moved 2 rad."""
+    text = ROTARY.read_text()
+    for old, new in [
+            ("inductance: 2.0e-3}", f"inductance: 2.0e-3, angle0: {ANGLE_ON}}}"),
+            ("velocity_limit: 10.0}",
+             f"velocity_limit: 10.0, z_index: {Z_ANGLE}, "
+             "home: {command: motor, drive: -0.5, to: index}}"),
+            ("amplitude: 1.0, frequency: 0.5", f"amplitude: 2.0, frequency: 0.25, offset: {Z_ANGLE}")]:
+        assert old in text
+        text = text.replace(old, new)
+    runner, rig = card(loads(text, str(ROTARY)))
+    result = runner.run(2.0, out=tmp_path / "run.h5")
+    assert result.event.kind == "stroke limit", result.event
+    rec = hf.recorder.load(result.path)
+    log = rec.attrs["arm_log"]
+    assert "home motor.angle (Dev1/ctr0): first index pulse driving motor.voltage at -0.5 V" in log
+    moved = float(log.split(" s and ")[1].split(" rad from")[0])
+    assert abs(moved - (0.0 - ANGLE_ON)) < 5e-3, log     # a count and an edge at ~1 rad/s
+    assert "the Z reset made it read 0.251327 rad (count 80)" in log, log   # 80 * 2 pi / 2000
+    assert abs(rec["motor.angle"][0, 0] - Z_ANGLE) < 0.02      # at rest near the index
+    assert rec["motor.angle"][-1, 0] > ANGLE_LIMIT >= np.abs(rec["motor.angle"][:-1, 0]).max()
+    # the shaft where the reading crossed 1.5 rad: within a count and an edge at ~2.5 rad/s
+    assert abs(rig().signal("motor.angle") - (ANGLE_LIMIT - 0.251327)) < 8e-3
+
+
 def test_homing_to_an_index_behind_the_carriage_fails_at_the_stop_safe_before_tick_0():
     """Switched on at -6 mm, driven towards -20 mm: the index at 0 is behind the carriage,
     which stands still at the stop without a Z pulse; the run ends before tick 0, safe."""
