@@ -18,8 +18,8 @@ pinned to one CPU, mlockall), it runs, in the same process one after the other:
 - **dashboard**: the same run with the live dashboard (:mod:`hapflow.hil.dashboard`)
   served beside it and its page open in headless Chromium (through selenium; the
   page is loaded and its document connected before the first tick, so it streams
-  for the whole run; the browser runs at SCHED_IDLE off the pinned setup's CPU, as
-  on a HIL host, and shows a blank page while the other loops run); without
+  for the whole run; once started, the browser runs at SCHED_IDLE off the pinned
+  setup's CPU, as on a HIL host, and shows a blank page while the other loops run); without
   chromium and chromedriver the column is skipped.
 
 and prints p50/p99/p99.9/max of the absolute period error (time between
@@ -132,9 +132,9 @@ def open_dashboard(runner: HilRunner, browser):
 
 
 def headless_chromium():
-    """Debian's chromium through selenium, or None (with the reason printed); it runs
-    as a browser on a HIL host should, at SCHED_IDLE and off the pinned loop's CPU
-    (:func:`hapflow.hil.realtime.background`, inherited from chromedriver)."""
+    """Debian's chromium through selenium, or None (with the reason printed); once
+    started it runs as a browser on a HIL host should, at SCHED_IDLE and off the pinned
+    loop's CPU (:func:`yield_to_the_loop`)."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     try:
         from selenium import webdriver
@@ -148,9 +148,39 @@ def headless_chromium():
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400",
                 "--disable-dev-shm-usage"):
         options.add_argument(arg)
-    service = webdriver.ChromeService(
-        executable_path=driver, popen_kw={"preexec_fn": lambda: realtime.background(LOOP_CPU)})
-    return webdriver.Chrome(options=options, service=service)
+    service = webdriver.ChromeService(executable_path=driver)
+    browser = webdriver.Chrome(options=options, service=service)
+    yield_to_the_loop(service.process.pid)
+    return browser
+
+
+def yield_to_the_loop(pid: int) -> None:
+    """Every thread of ``pid`` and of its descendants to SCHED_IDLE, off :data:`LOOP_CPU`
+    (the processes and threads they start later inherit it).  Done once the browser has
+    started: started at SCHED_IDLE, Chromium starved under load (chromedriver: "chrome
+    not reachable", "DevToolsActivePort file doesn't exist")."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parents.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    cpus = os.sched_getaffinity(0) - {LOOP_CPU} or os.sched_getaffinity(0)
+    todo = [pid]
+    while todo:
+        proc = todo.pop()
+        todo += parents.get(proc, [])
+        try:
+            threads = [int(t) for t in os.listdir(f"/proc/{proc}/task")]
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                pass                    # ended meanwhile
 
 
 def trips(lateness: np.ndarray, overrun: np.ndarray, period_ns: int) -> tuple[int, int]:
