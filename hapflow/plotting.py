@@ -54,6 +54,27 @@ def plot_signals(axes: Sequence[Any], rec: Recording,
         ax.legend(loc="upper right", fontsize=8)
 
 
+def _plot_by_unit(ax: Any, rec: Recording, names: list[str]) -> None:
+    """``names`` on ``ax``, a second unit on a twin axis at the right (force and an
+    indicator function): every axis is labelled with its signals and their one unit."""
+    by_unit: dict[str, list[str]] = {}
+    for name in names:
+        by_unit.setdefault(rec.units.get(name) or "-", []).append(name)
+    if len(by_unit) > 2:
+        raise ValueError(f"one panel shows at most two units (one per side); {names} have "
+                         f"{', '.join(by_unit)}")
+    sides = [ax, ax.twinx()][:len(by_unit)]
+    handles, colour = [], 0
+    for side, (unit, group) in zip(sides, by_unit.items()):
+        for name in group:
+            handles += side.plot(rec.time, rec.signals[name].reshape(len(rec.time), -1)[:, 0],
+                                 lw=1.0, color=f"C{colour}", label=f"{name} [{unit}]")
+            colour += 1
+        side.set_ylabel(f"{', '.join(group)} [{unit}]", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
+
+
 def _save_time_figure(fig, axes, rec: Recording, path: str | Path, title: str | None) -> None:
     """Label the shared time axis, title the figure (default: the graph name), write the PNG."""
     axes[-1, 0].set_xlabel("time [s]")
@@ -95,12 +116,7 @@ def plot_modes(rec: Recording, panels: list[list[str]], mode: str, path: str | P
             ax.axvspan(a, b, color=colours[value], alpha=0.6, lw=0)
         for t in switches:
             ax.axvline(t, color="0.2", lw=0.8)
-        for name in names:
-            unit = rec.units.get(name, "")
-            ax.plot(rec.time, rec.signals[name].reshape(len(rec.time), -1)[:, 0], lw=1.0,
-                    label=f"{name} [{unit or '-'}]")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
+        _plot_by_unit(ax, rec, names)
     axes[0, 0].set_title(f"shading: {mode} " + ", ".join(f"{v}" for v in colours)
                          + "; lines: located switch ticks", fontsize=9)
     _save_time_figure(fig, axes, rec, path, title)
