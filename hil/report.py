@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -58,33 +59,54 @@ def load_timing(path: str | Path) -> Timing:
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
-        raise HapflowError(f"cannot open recording {path}: {exc}") from None
-    with f:
-        if "hil" not in f:
-            raise HapflowError(f"{path} has no real-time timing (/hil): it was not recorded "
-                               "with 'hapflow run --mode hil'")
-        g = f["hil"]
-        absent = [k for k in COLUMNS if not isinstance(g.get(k), h5py.Dataset)]
-        if absent or "period_ns" not in f.attrs:
-            raise HapflowError(f"{path}: the real-time timing is incomplete (no "
-                               f"{', '.join(absent) or 'period_ns attribute'}): the file is "
-                               "damaged or was not written by 'hapflow run --mode hil'")
-        columns = [g[k][()] for k in COLUMNS]
-        missed = g["missed"][()] if "missed" in g else np.zeros(columns[0].size, dtype=bool)
-        timing = Timing(*columns, missed, int(f.attrs["period_ns"]), dict(f.attrs))
+        raise HapflowError(f"{path}: cannot open the recording: {exc}") from None
+    try:
+        with f:
+            if "hil" not in f:
+                raise HapflowError(f"{path} has no real-time timing (/hil): it was not recorded "
+                                   "with 'hapflow run --mode hil'")
+            g = f["hil"]
+            absent = [k for k in COLUMNS if not isinstance(g.get(k), h5py.Dataset)]
+            if absent or "period_ns" not in f.attrs:
+                raise HapflowError(f"{path}: the real-time timing is incomplete (no "
+                                   f"{', '.join(absent) or 'period_ns attribute'}): the file is "
+                                   "damaged or was not written by 'hapflow run --mode hil'")
+            columns = [g[k][()] for k in COLUMNS]
+            missed = g["missed"][()] if "missed" in g else np.zeros(np.size(columns[0]), bool)
+            period, attrs = f.attrs["period_ns"], dict(f.attrs)
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+        # HDF5's own errors on a file damaged inside (a bad symbol table, a cut-off dataset)
+        raise HapflowError(f"{path}: cannot read the real-time timing, the file is damaged: "
+                           f"{exc}") from None
+    timing = Timing(*columns, missed, _period_ns(period, path), attrs)
     _check(timing, path)
     return timing
 
 
+MAX_PERIOD_NS = 10**12
+"""Longest loop period a timing file can hold (1000 s)."""
+
+
+def _period_ns(value: Any, path: str | Path) -> int:
+    """The file's ``period_ns`` attribute as a whole number of ns in (0, MAX_PERIOD_NS]."""
+    number = np.asarray(value)
+    if (number.ndim != 0 or number.dtype.kind not in "iuf" or not np.isfinite(number)
+            or not 0 < number <= MAX_PERIOD_NS or number != np.round(number)):
+        raise HapflowError(f"{path}: the real-time timing is damaged: its period_ns attribute "
+                           f"is {value!r}, not a whole number of ns in (0, {MAX_PERIOD_NS:.0e}]")
+    return int(number)
+
+
 def _check(t: Timing, path: str | Path) -> None:
     """Reject timing no run can have written (a damaged file printed nonsense and exit 0)."""
-    n = t.wake.size
+    n = np.size(t.wake)
     problem = None
-    if any(np.ndim(c) != 1 or c.size != n for c in (t.lateness, t.compute, t.skipped, t.overrun,
+    columns = (t.wake, t.lateness, t.compute, t.skipped, t.overrun, t.missed)
+    if any(np.asarray(c).dtype.kind not in "biu" for c in columns):
+        problem = "its columns are not all integers (ns, counts and flags)"
+    elif any(np.ndim(c) != 1 or c.size != n for c in (t.lateness, t.compute, t.skipped, t.overrun,
                                                      t.missed)):
         problem = "its columns have different lengths"
-    elif t.period_ns <= 0:
-        problem = f"its period is {t.period_ns} ns"
     elif n and (t.skipped.min() < 0 or t.skipped.sum() > n + (t.wake.max() - t.wake.min())
                 // t.period_ns):
         problem = ("more edges skipped than the run's wake-up times span "

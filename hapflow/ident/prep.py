@@ -124,6 +124,8 @@ SAVGOL_ORDER = 4
 a quadratic would leave it a constant per window; a quartic keeps it flat to a higher
 fraction of the window's band."""
 
+MAX_RATE = 1e7
+"""Highest sample rate (Hz) of identification data, as of ``--rate``."""
 FEWEST_SAMPLES = 16
 """Shortest record the zero-phase filters, spectral derivatives and RTS smoother take."""
 
@@ -794,8 +796,9 @@ def from_arrays(x: np.ndarray, force: np.ndarray, rate: float | None = None,
         raise IdentError(f"unknown preparation setting(s) {sorted(unknown)}; valid: "
                          f"{', '.join(DEFAULTS)}")
     s = _settings(settings)
-    if rate is not None and not (math.isfinite(rate) and rate > 0):
-        raise IdentError(f"the sample rate must be a number > 0 Hz, got {rate!r}")
+    if rate is not None and not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+        raise IdentError(f"the sample rate must be a number in (0, {MAX_RATE:.0e}] Hz, "
+                         f"got {rate!r}")
     if rate is None:
         if direction is None:
             raise IdentError("quasi-static data (no sample rate) needs direction labels")
@@ -876,7 +879,8 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
             raise IdentError(f"recording {str(path)!r} does not exist")
         try:
             recording = load(path)
-        except (OSError, KeyError) as exc:
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            # HDF5's own errors on a file damaged inside, h5py's on a foreign layout
             raise IdentError(f"cannot read recording {str(path)!r} as a hapflow HDF5 file: "
                              f"{exc}") from None
     where = f"recording {str(path)!r}" if path else "the recording"
@@ -888,7 +892,11 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
             raise SignalError(f"{where} has no {what} signal {name!r}{suggest(name, have)} "
                               f"It has: {', '.join(have) or '(no signals)'}. "
                               f"Choose one with {flag} NAME.")
-        values = np.asarray(recording.signals[name], dtype=np.float64)
+        values = np.asarray(recording.signals[name])
+        if values.dtype.kind not in "biuf":
+            raise SignalError(f"{where}: {what} signal {name!r} holds {values.dtype} values, "
+                              "not numbers")
+        values = values.astype(np.float64)
         if values.ndim > 2 or (values.ndim == 2 and values.shape[1] != 1):
             raise SignalError(f"{where}: {what} signal {name!r} has shape {values.shape[1:]} per "
                               "sample; a scalar signal is needed")
@@ -904,7 +912,12 @@ def from_recording(recording: Any, pos: str = "enc.pos", force: str = "head.forc
         acc = "head.accel" if "head.accel" in recording.signals else None
     a = get(acc, "acceleration", "--acc") if acc else None
     rate = recording.attrs.get("rate")
-    t = np.asarray(recording.time, dtype=np.float64)
+    if rate is not None and (np.ndim(rate) != 0 or np.asarray(rate).dtype.kind not in "iuf"):
+        raise IdentError(f"{where}: its rate attribute is {rate!r}, not a number of Hz")
+    t = np.asarray(recording.time)
+    if t.dtype.kind not in "iuf":
+        raise IdentError(f"{where}: its time holds {t.dtype} values, not seconds")
+    t = t.astype(np.float64)
     if rate is None:
         if t.size < 2:
             raise IdentError(f"{where} has fewer than two samples")
