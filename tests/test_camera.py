@@ -16,9 +16,30 @@ GRAPHS = ROOT / "graphs"
 @pytest.fixture(scope="module")
 def ewls_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("camera") / "ewls"
+    steps = []
+
+    def on_step(line):                 # each step's line and the files there when it starts
+        steps.append((line, {p.name for p in out.iterdir()}))
+
     result = camera(GRAPHS / "colton2005_sweep.yaml", GRAPHS / "colton2005_validation.yaml",
-                    method="ewls", duration=10.0, validation_duration=4.0, out=out)
+                    method="ewls", duration=10.0, validation_duration=4.0, out=out,
+                    on_step=on_step)
+    result.steps = steps
     return out, result
+
+
+def test_camera_says_what_it_does_as_each_step_starts(ewls_run):
+    """``make run`` was silent for ~17 s (compiling, simulating, fitting) before its summary
+    (issue 18): each step is announced before it writes its file."""
+    out, result = ewls_run
+    (probe, before_probe), (ident, before_ident), (valid, before_valid), (verify, before_verify) \
+        = result.steps
+    assert probe.startswith("probe: running ") and "probe.h5" not in before_probe
+    assert ident.startswith("identify: ewls") and "probe.h5" in before_ident
+    assert "model.yaml" not in before_ident and "model.yaml" in before_valid
+    assert valid.startswith("validation: running ") and "validation.h5" not in before_valid
+    assert verify.startswith("verify: ") and "validation.h5" in before_verify
+    assert "verify_force.png" not in before_verify and (out / "verify_force.png").is_file()
 
 
 def test_camera_writes_every_file(ewls_run):
@@ -66,6 +87,7 @@ def test_camera_cli_segmented(tmp_path, capsys):
                  "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
+    assert printed.startswith(f"probe: running {GRAPHS / 'colton2004_sine.yaml'}")
     assert "fit: force NRMSE" in printed and "validation: force NRMSE" in printed
     assert "summary.md" in printed
     text = (out / "summary.md").read_text()

@@ -28,7 +28,7 @@ import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hapflow.blocks.impedance_model import DIRECTION_NAMES, ImpedanceModel
 from .report import identified, model_table, truth_errors
@@ -126,7 +126,8 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
            segments: int = 8, duration: float | None = None,
            validation_duration: float | None = None, out: str | Path = "out/camera",
            forgetting: float = 0.999, grid: float = 1e-3, bin_width: float | None = None,
-           prep: dict[str, Any] | None = None, command: str = "") -> CameraResult:
+           prep: dict[str, Any] | None = None, command: str = "",
+           on_step: Callable[[str], None] | None = None) -> CameraResult:
     """Probe, identify, render and verify on the simulated rig; write the report.
 
     Parameters
@@ -150,6 +151,9 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
         (default: ``enc.pos``, ``head.force``, ``head.accel`` if recorded).
     command : str
         The command line, for the report.
+    on_step : callable, optional
+        Called with a line as each step starts (the first run of a graph compiles its
+        kernel, seconds of silence otherwise).
 
     Returns
     -------
@@ -169,10 +173,13 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
              "fit_force": out / "fit_force.png", "verify_force": out / "verify_force.png",
              "summary": out / "summary.md"}
 
+    step = on_step or (lambda line: None)
     # (a) probe
+    step(f"probe: running {probe} -> {files['probe']}")
     probe_run = _run(probe, duration, files["probe"])
 
     # (b) identify
+    step(f"identify: {method} on the probe run -> {files['model']}")
     motion = load_motion(files["probe"], **(prep or {}))
     model = identify(motion, method, segments=segments, forgetting=forgetting, grid=grid)
     model.save(files["model"])
@@ -184,7 +191,9 @@ def camera(probe: str | Path, validate: str | Path, method: str = "segmented",
                f"fit on the probe run ({probe.name})")
 
     # (c) render the validation motion and verify
+    step(f"validation: running {validate} -> {files['validation']}")
     validation_run = _run(validate, validation_duration, files["validation"])
+    step(f"verify: the model's force along the validation motion -> {files['verify_force']}")
     vmotion = load_motion(files["validation"], **prep_settings(model))
     predicted = predict_motion(model, vmotion)
     ok = vmotion.valid
@@ -283,7 +292,8 @@ def cmd_camera(args: argparse.Namespace) -> int:
     result = camera(args.probe, args.validate, args.method, segments=args.segments,
                     duration=args.duration, validation_duration=args.validation_duration,
                     out=args.out, forgetting=args.forgetting, grid=args.grid,
-                    bin_width=args.bin, prep=prep_kwargs(args), command=command)
+                    bin_width=args.bin, prep=prep_kwargs(args), command=command,
+                    on_step=lambda line: print(line, flush=True))
     print(result.summary())
     return 0
 
