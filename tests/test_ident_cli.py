@@ -87,6 +87,21 @@ def test_truth_of_a_simulated_device(tmp_path, capsys):
                                    rtol=0.1)
 
 
+def test_a_sweep_too_short_for_its_segments_is_warned_and_strict_fails(tmp_path, capsys):
+    """Issue 18: 2 s of the seed-002 sweep (its 90 s cut to a ramp through the range once)
+    gave m = -9618 +- 7100 kg with no word.  The estimates the data cannot support are named
+    and ``--strict`` exits 1."""
+    rec = tmp_path / "short.h5"
+    assert main(["run", str(ROOT / "graphs" / "colton2005_sweep.yaml"), "--duration", "2",
+                 "--out", str(rec), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["identify", str(rec), "--out", str(tmp_path / "m.yaml")]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("warning: ")]
+    assert warnings and all("segment" in w for w in warnings), warnings
+    assert main(["identify", str(rec), "--strict", "--out", str(tmp_path / "m.yaml")]) == 1
+
+
 @pytest.mark.parametrize("command", ["identify", "verify"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as exc:
