@@ -16,9 +16,10 @@ DEMO = ROOT / "graphs" / "demo_oscillator.yaml"
 
 
 def test_run_writes_recording_and_summary(tmp_path, capsys):
-    out = tmp_path / "demo.h5"
+    """--out and --plot into folders that do not exist yet (a traceback in issue 18)."""
+    out = tmp_path / "new" / "demo.h5"
     code = main(["run", str(DEMO), "--duration", "0.5", "--out", str(out), "--no-progress",
-                 "--set", "drive.amplitude=0", "--plot", str(tmp_path / "demo.png")])
+                 "--set", "drive.amplitude=0", "--plot", str(tmp_path / "figs" / "demo.png")])
     assert code == 0
     printed = capsys.readouterr().out
     assert "500 ticks (0.5 s simulated)" in printed and "real-time factor" in printed
@@ -27,7 +28,7 @@ def test_run_writes_recording_and_summary(tmp_path, capsys):
     assert "demo-oscillator" in rec.attrs["graph_yaml"]
     assert rec.units["plant.pos"] == "m"
     assert not rec["drive.y"].any()          # --set applied before the run
-    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    assert (tmp_path / "figs" / "demo.png").stat().st_size > 10_000
 
 
 def test_bad_graph_prints_one_line_error_without_traceback(tmp_path, capsys):
