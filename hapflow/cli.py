@@ -228,6 +228,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:                      # output piped into head, less ...
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        if exc.filename is None or exc.strerror is None:
+            raise
+        # a path the system refuses where the command meets it (a name too long for the
+        # file system, a folder without permission): the system's word for it, no traceback
+        print(f"hapflow: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ def text(t: Timing) -> str:
 
 
 def _per_second(flags: np.ndarray, rate: float) -> np.ndarray:
-    per = int(round(rate))
+    per = max(1, int(round(rate)))             # a loop slower than 1 Hz: one tick a bin
     n = -(-flags.size // per) if flags.size else 0
     padded = np.zeros(n * per, dtype=bool)
     padded[:flags.size] = flags

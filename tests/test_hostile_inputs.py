@@ -6,6 +6,7 @@ of its message.  Command-line options are listed here.
 """
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hapflow.cli import main
@@ -78,6 +79,38 @@ def test_bad_option_is_one_error_before_anything_runs(argv, text, tmp_path, caps
     assert not list(tmp_path.glob("*.h5"))
 
 
+LONG = "x" * 300                                   # over the file system's 255 bytes a name
+
+
+@pytest.mark.parametrize("argv", [
+    ["identify", "LONG.h5"], ["identify", "LONG.csv"], ["verify", "LONG.yaml", "--against", "RUN"],
+    ["verify", "MODEL", "--against", "LONG.h5"], ["run", "DEMO", "--out", "TMP/LONG.h5"],
+    ["run", "DEMO", "--out", "TMP/LONG/r.h5"], ["run", "DEMO", "--plot", "TMP/LONG.png"],
+    ["check", "DEMO", "--draw", "TMP/LONG.png"], ["report", "LONG.h5"], ["check", "LONG.yaml"],
+], ids=lambda a: " ".join(a).replace(LONG, "LONG"))
+def test_a_file_name_too_long_is_one_error_naming_it(argv, tmp_path, capsys):
+    """Found by the fuzz suite at 100x CI's budget: a 300-character name raised OSError
+    (ENAMETOOLONG) out of Path.exists/is_file in identify, verify, run and check."""
+    from hapflow.ident import synthetic as syn
+    model = syn.piecewise_model().save(tmp_path / "model.yaml")
+    names = {"DEMO": str(DEMO), "MODEL": str(model), "RUN": str(tmp_path / "run.h5")}
+    argv = [names.get(a, a).replace("TMP", str(tmp_path)).replace("LONG", LONG) for a in argv]
+    assert main(argv + (["--duration", "0.01", "--no-progress"] if argv[0] == "run" else [])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hapflow: error: ") and err.count("\n") == 1, err
+    assert LONG in err and "Traceback" not in err
+    assert not list(tmp_path.glob("*.h5"))
+
+
+def test_a_study_whose_graph_name_is_too_long_is_one_located_error(tmp_path, capsys):
+    study = tmp_path / "s.yaml"
+    study.write_text(f"name: s\ngraph: {LONG}.yaml\nduration: 1\nparameters:\n  a.b: [1]\n"
+                     "metrics:\n  m: {rms: a.y}\n")
+    assert main(["study", str(study), "--out", str(tmp_path / "out"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {study}:2: ") and "File name too long" in err, err
+
+
 def timing_file(path: Path, **columns) -> Path:
     """A /hil timing group as a real-time run writes it (100 ticks at 1 kHz), with
     ``columns`` replaced (``None`` drops one)."""
@@ -109,3 +142,15 @@ def test_report_rejects_damaged_timing(columns, text, tmp_path, capsys):
     assert err.startswith(f"hapflow: error: {path}: ") and text in err and "Traceback" not in err, err
     assert main(["report", str(timing_file(tmp_path / "ok.h5"))]) == 0
     assert "edges skipped: 0" in capsys.readouterr().out
+
+
+def test_report_of_a_loop_slower_than_one_hertz(tmp_path, capsys):
+    """A 2 s period (a byte of period_ns changed, found by the fuzz suite) divided by zero
+    binning the overruns per second; each tick is its own bin."""
+    import h5py
+    path = timing_file(tmp_path / "slow.h5", overrun=np.arange(100) % 7 == 0)
+    with h5py.File(path, "r+") as f:
+        f.attrs["period_ns"] = 2_000_000_000
+        f["hil/wake"][...] = np.arange(100) * 2_000_000_000
+    assert main(["report", str(path)]) == 0
+    assert "overruns per second: 1 0 0 0 0 0 0 1" in capsys.readouterr().out

@@ -235,10 +235,15 @@ def check_metric(name: str, spec: Any, graph: Graph, base_dir: Path,
         settings = _prep({k: v for k, v in arg.items() if k != "model"}, graph, PREP_KEYS)
         path = Path(str(arg["model"]))
         path = path if path.is_absolute() else base_dir / path
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError as exc:                 # a name too long for the file system
+            raise MetricError(f"model file {str(arg['model'])!r}: {exc.strerror}") from None
+        if not found:
             raise MetricError(f"model file {str(arg['model'])!r} not found (looked for {path})")
         from ..blocks.impedance_model import ImpedanceModel
-        text = path.read_text()
+        from ..yamlio import read_text
+        text = read_text(path, "model file")
         ImpedanceModel.from_yaml(text, str(path))         # a model file, or a clear error now
         return {"kind": "force_nrmse", "model": str(path), "model_text": text,
                 "settings": settings}

@@ -172,7 +172,12 @@ def _graph(r: Reader, node: yaml.Node, base_dir: Path) -> tuple[Path, str, Graph
         raise StudyError(f"'graph' must be the path of a graph file, got {name!r}", r.at(node),
                          key="graph")
     path = Path(name) if Path(name).is_absolute() else base_dir / name
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:                     # a name too long for the file system
+        raise StudyError(f"graph file {name!r}: {exc.strerror}", r.at(node),
+                         key="graph") from None
+    if not found:
         raise StudyError(f"graph file {name!r} not found (looked for {path}; a relative path is "
                          "relative to the study file)", r.at(node), key="graph")
     return path, read_text(path), load(path)
