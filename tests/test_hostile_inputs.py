@@ -25,15 +25,19 @@ def expectation(path: Path) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
-def test_bad_graph_file_is_one_located_error(path, capsys):
-    """``check`` (and ``hil check`` for a bad ``hardware:`` section) reject the file at load."""
+def test_bad_graph_file_is_one_located_error(path, tmp_path, capsys):
+    """``check`` (and ``hil check`` and a simulation ``run`` for a bad ``hardware:`` section,
+    which a simulation does not use) reject the file at load."""
     line, text = expectation(path)
-    commands = [["check"], ["hil", "check"]] if path.stem.startswith("hardware_") else [["check"]]
+    run = ["run", "--out", str(tmp_path / "r.h5"), "--no-progress"]
+    commands = ([["check"], ["hil", "check"], run] if path.stem.startswith("hardware_")
+                else [["check"]])
     for command in commands:
         assert main([*command, str(path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"hapflow: error: {path}:{line}: ") and text in err, err
         assert "Traceback" not in err
+    assert not (tmp_path / "r.h5").exists()
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
