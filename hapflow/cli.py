@@ -79,6 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 143 if terminated else 130
     except HapflowError as exc:
+        if not out.exists():                   # the recording could not be created
+            raise
         print(f"hapflow: error: {exc}\nthe recording up to there is in {out}", file=sys.stderr)
         return 1
     print(result.summary())

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import h5py
 import numpy as np
 
+from .errors import HapflowError
 from .ports import DTYPES
 
 QUEUED_BYTES = 64 * 2**20
@@ -70,7 +71,10 @@ class Recorder:
         # HDF5 writes its first metadata left a 96-byte file h5py could not open.
         self.path.unlink(missing_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
-        self.file = h5py.File(partial, "w")
+        try:
+            self.file = h5py.File(partial, "w")
+        except OSError as exc:                 # a folder without write permission, /proc ...
+            raise HapflowError(f"cannot write the recording {self.path}: {exc}") from None
         try:
             self._layout(signals, attrs)
             if extend is not None:

@@ -67,6 +67,7 @@ BAD_OPTIONS = [
      "argument --max-overruns: '-1' is not an integer from 1"),
     (["run", "DEMO", "--mode", "hil", "--fifo", "500"], "argument --fifo: '500' is not an integer from 1 to 99"),
     (["hil", "serve", "DEMO", "--port", "99999"], "argument --port: '99999' is not an integer from 0 to 65535"),
+    (["run", "DEMO", "--out", "/proc/x.h5"], "error: cannot write the recording /proc/x.h5: "),
 ]
 
 

@@ -292,3 +292,13 @@ def test_fit_and_verify_force_plots_say_which_they_are(run, model_file, tmp_path
     verify = Image.open(tmp_path / "verify" / "verify_force.png").text["Title"]
     assert fit.startswith("fit: run.h5: measured vs predicted force (NRMSE "), fit
     assert verify.startswith("verify model.yaml against run.h5: measured vs predicted force"), verify
+
+
+@pytest.mark.parametrize("value", [np.zeros(0), 0.0, b"\xff", "", "[unclosed"])
+def test_a_damaged_truth_attribute_is_no_truth(value):
+    """Found by the fuzz suite: an empty array as impedance_truth raised ValueError (the
+    truth value of an empty array) out of identify."""
+    from hapflow.ident.truth import find_truth
+    from hapflow.recorder import Recording
+    for key in ("impedance_truth", "graph_yaml"):
+        assert find_truth(Recording(np.zeros(3), attrs={key: value})) is None

@@ -47,9 +47,16 @@ def find_truth(recording: Any) -> Truth | None:
     simply has no truth.
     """
     attrs = getattr(recording, "attrs", {}) or {}
+
+    def text_of(key: str) -> str | None:       # a damaged file may hold anything there
+        value = attrs.get(key)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        return value if isinstance(value, str) and value else None
+
     for key in ("graph_yaml", "graph_source"):     # the saved graph, else the file it came from
-        text = attrs.get(key)
-        if not text:
+        text = text_of(key)
+        if text is None:
             continue
         try:
             from .. import loads
@@ -62,8 +69,8 @@ def find_truth(recording: Any) -> Truth | None:
                 if callable(fn):
                     return Truth(f"{name}.impedance ({type(node.block).__name__})",
                                  getattr(node.block, "impedance"))
-    model_text = attrs.get("impedance_truth")
-    if model_text:
+    model_text = text_of("impedance_truth")
+    if model_text is not None:
         from hapflow.blocks.impedance_model import ImpedanceModel
         try:
             model = ImpedanceModel.from_yaml(str(model_text), "impedance_truth")
