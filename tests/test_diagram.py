@@ -78,6 +78,26 @@ def test_no_wire_runs_through_a_block(path):
     assert wires_through_blocks(layout(path)) == []
 
 
+@pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.stem)
+def test_blocks_do_not_overlap_and_every_wire_has_an_arrowhead(path):
+    """The matplotlib drawing this replaces overlapped labels and drew wires without
+    arrowheads on the 8-block rig (issue 18): no two block boxes (their labels inside)
+    share a point, and each wire draws a filled arrowhead polygon at its head (at its tail
+    for a wire laid out against the flow, dir=back)."""
+    lay = layout(path)
+    boxes = []
+    for o in lay["objects"]:
+        x, y = (float(v) for v in o["pos"].split(","))
+        half_w, half_h = 36 * float(o["width"]), 36 * float(o["height"])
+        boxes.append((o["name"], x - half_w, x + half_w, y - half_h, y + half_h))
+    overlaps = [(a[0], b[0]) for k, a in enumerate(boxes) for b in boxes[k + 1:]
+                if a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]]
+    assert overlaps == []
+    for e in lay.get("edges", []):
+        ends = e.get("_tdraw_" if e.get("dir") == "back" else "_hdraw_", [])
+        assert any(op["op"] == "P" for op in ends), (e["tail"], e["head"])
+
+
 def test_blocks_show_name_type_rate_and_ports_with_units():
     lay = layout(DEMO)
     labels = {o["name"]: o["label"] for o in lay["objects"]}
