@@ -312,10 +312,15 @@ def test_a_recording_with_a_damaged_sample_rate_names_it(tmp_path, sweep):
     """A rate attribute of NaN gave "Nyquist frequency nan Hz" (issue 18), without the file."""
     import h5py
     path = syn.write_recording(tmp_path / "r.h5", sweep)
-    with h5py.File(path, "r+") as f:
-        f.attrs["rate"] = np.nan
-    with pytest.raises(IdentError, match=r"recording '.*r.h5': the sample rate must be a number "
-                                         r"> 0 Hz, got nan"):
+    for rate, shown in ((np.nan, "nan"), (1e300, "1e\\+300"), (0.0, "0.0")):
+        with h5py.File(path, "r+") as f:
+            f.attrs["rate"] = rate
+        with pytest.raises(IdentError, match=r"recording '.*r.h5': the sample rate must be a "
+                                             rf"number in \(0, 1e\+07\] Hz, got {shown}"):
+            from_recording(path)
+    with h5py.File(path, "r+") as f:     # 1e300 Hz was a LinAlgError; a string a ValueError
+        f.attrs["rate"] = "fast"
+    with pytest.raises(IdentError, match=r"r.h5': its rate attribute is 'fast', not a number"):
         from_recording(path)
 
 
