@@ -27,6 +27,8 @@ of ``bench/compile.py`` (cold compile CPU s / ns per block and tick):
 12.3 / 6.5.  Larger units compile more slowly and run no faster: LLVM
 inlines the units into their phase function anyway, and what the units
 cost at run time is their offsets being arguments rather than constants.
+On a graph without repeats (the distinct family) the size hardly matters:
+there the cost is the code itself (see :mod:`hapflow.compiler`).
 """
 from __future__ import annotations
 
