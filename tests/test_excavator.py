@@ -8,7 +8,10 @@ from hapflow.blocks.excavator import (ARM_PARAMETERS, accelerations_from_reading
                                       arm_values, moment_arm)
 
 ARM = arm_values()
-G = ARM[ARM_PARAMETERS.index("gravity")]
+V = dict(zip(ARM_PARAMETERS, ARM))         # the arm's values by name
+LINKS = ("boom", "stick", "bucket")
+LENGTHS = np.array([V[f"{link}_length"] for link in LINKS])
+G = V["gravity"]
 TH, OM, AL = np.array([0.4, -1.6, -0.9]), np.array([0.2, -0.3, 0.5]), np.array([0.5, -1.0, 2.0])
 
 
@@ -19,12 +22,12 @@ def mass_matrix(th):
 
 def potential(th):
     """Gravity's potential energy of the three links (J), from the geometry alone."""
-    lengths, coms, masses = ARM[0:3], ARM[3:6], ARM[6:9]
-    offsets = [0.0, 0.0, ARM[ARM_PARAMETERS.index("bucket_com_offset")]]
+    coms, masses = ([V[f"{link}_{what}"] for link in LINKS] for what in ("com", "mass"))
+    offsets = [0.0, 0.0, V["bucket_com_offset"]]
     phi, z, total = np.cumsum(th), 0.0, 0.0
     for k in range(3):
         total += masses[k] * G * (z + coms[k] * np.sin(phi[k]) + offsets[k] * np.cos(phi[k]))
-        z += lengths[k] * np.sin(phi[k])
+        z += LENGTHS[k] * np.sin(phi[k])
     return total
 
 
@@ -51,15 +54,15 @@ def test_loads_enter_through_the_tip_and_bucket_moments():
     bucket's centre of mass adds its weight's moments."""
     base = np.array(arm_torques(ARM, 0, TH, OM, AL, 0.0, 0.0, 0.0, G))
     phi = np.cumsum(TH)
-    joints = np.vstack([[0.0, 0.0], np.cumsum(ARM[0:3, None] * np.c_[np.cos(phi), np.sin(phi)],
+    joints = np.vstack([[0.0, 0.0], np.cumsum(LENGTHS[:, None] * np.c_[np.cos(phi), np.sin(phi)],
                                                 axis=0)])
     tip, force = joints[3], np.array([2.0e4, -5.0e3])
     expected = [-((tip - joints[i])[0] * force[1] - (tip - joints[i])[1] * force[0])
                 for i in range(3)]
     with_force = np.array(arm_torques(ARM, 0, TH, OM, AL, force[0], force[1], 0.0, G))
     np.testing.assert_allclose(with_force - base, expected, rtol=1e-12)
-    offset = ARM[ARM_PARAMETERS.index("bucket_com_offset")]
-    com = (joints[2] + ARM[5] * np.array([np.cos(phi[2]), np.sin(phi[2])])
+    offset = V["bucket_com_offset"]
+    com = (joints[2] + V["bucket_com"] * np.array([np.cos(phi[2]), np.sin(phi[2])])
            + offset * np.array([-np.sin(phi[2]), np.cos(phi[2])]))
     still = np.zeros(3)
     payload = (np.array(arm_torques(ARM, 0, TH, still, still, 0.0, 0.0, 800.0, G))
@@ -85,7 +88,7 @@ def test_moment_arm_is_the_cylinder_geometry():
     """r = d(cylinder length)/d(theta): the lever by virtual work."""
     h = 1e-7
     for j, theta in ((0, 0.4), (1, -1.6), (2, -0.9)):
-        a, b, psi0 = ARM[16 + 3 * j: 19 + 3 * j]
+        a, b, psi0 = (V[f"{LINKS[j]}_{what}"] for what in ("pin_a", "pin_b", "psi0"))
 
         def length(t):
             return np.sqrt(a * a + b * b - 2 * a * b * np.cos(psi0 + t))
