@@ -68,3 +68,14 @@ def image_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: a figure is saved as "
                                          f"{', '.join(IMAGE_SUFFIXES)}; end the name with one")
     return new_file(text)
+
+
+def recording(text: str) -> str:
+    """The path of a data file a command reads (an HDF5 recording, or CSV): an HDF5 one is
+    read once in a child process first (:func:`hapflow.h5check.check_readable`), so a file
+    that crashes the HDF5 library is a :class:`~hapflow.h5check.DamagedFileError` naming it,
+    not a dead process.  A missing file is left to the command, which names it."""
+    from .h5check import check_readable
+    if Path(text).is_file():
+        check_readable(text)
+    return text

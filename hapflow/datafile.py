@@ -15,7 +15,9 @@ valid:
 - ``.npy`` (:func:`read_signal`, which reads one column of any of these): a 1-D array (one column ``0``) or a 2-D
   array (columns ``0``, ``1``, ...).
 - HDF5: a hapflow recording (signals by name, plus ``time``) or any dataset,
-  named ``path/to/dataset`` (``h5py``).
+  named ``path/to/dataset`` (``h5py``).  A damaged file can crash the HDF5
+  library in this process; :func:`hapflow.h5check.check_readable` checks one
+  in a child process first.
 - TDMS: channels named ``group/channel`` (``npTDMS``).
 """
 from __future__ import annotations

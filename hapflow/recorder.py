@@ -205,7 +205,14 @@ class Recording:
 
 
 def load(path: str | Path) -> Recording:
-    """Read a recording written by :class:`Recorder`."""
+    """Read a recording written by :class:`Recorder`.
+
+    The file is read in this process: a damaged one can crash the HDF5
+    library, which no exception reports.  For a file hapflow did not just
+    write, :func:`hapflow.h5check.check_readable` reads it in a child process
+    first (the command line does; see :mod:`hapflow.h5check` for why here it
+    is the caller's choice).
+    """
     with h5py.File(path, "r") as f:
         signals = {name: ds[()] for name, ds in f["signals"].items()}
         units = {name: str(ds.attrs.get("unit", "")) for name, ds in f["signals"].items()}

@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from hapflow.argtypes import image_file, integer, number
+from hapflow.argtypes import image_file, integer, number, recording
 from hapflow.graph import MAX_SEED
 from hapflow.errors import HapflowError
 
@@ -384,6 +384,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                          description="Period error, lateness and compute-time percentiles "
                                      "(p50, p99, p99.9, max), lateness histogram, overruns over "
                                      "time and safety events of a 'run --mode hil' recording.")
-    rep.add_argument("run", help="HDF5 recording of 'hapflow run --mode hil'")
+    rep.add_argument("run", type=recording, help="HDF5 recording of 'hapflow run --mode hil'")
     rep.add_argument("--plot", type=image_file, metavar="FILE.png", help="also plot the report")
     rep.set_defaults(func=cmd_report)

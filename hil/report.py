@@ -49,7 +49,8 @@ class Timing:
 
 
 def load_timing(path: str | Path) -> Timing:
-    """Read the ``/hil`` timing of a recording.
+    """Read the ``/hil`` timing of a recording (in this process: see :mod:`hapflow.h5check`
+    for a file that may crash the HDF5 library).
 
     Raises
     ------

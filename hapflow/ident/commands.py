@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..argtypes import number
+from ..argtypes import number, recording
 from .errors import IdentError
 from .options import add_method_options, add_prep_options, prep_kwargs
 
@@ -160,7 +160,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "to a recording (or CSV file); write the model YAML, print "
                                    "the parameters, the fit NRMSE and (for a simulated device) "
                                    "the errors against the truth.")
-    p.add_argument("data", metavar="RUN", help="HDF5 recording (.h5) or CSV file (.csv)")
+    p.add_argument("data", metavar="RUN", type=recording,
+                   help="HDF5 recording (.h5) or CSV file (.csv)")
     add_method_options(p, ("segmented", "auto", "ewls", "poly", "bic"),
                        "fixed segments (seed 000), automatic BIC segments, EWLS on a grid "
                        "(seed 002), one global polynomial model, or the least-BIC of auto "
@@ -194,7 +195,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "its identification data was) and report the force NRMSE "
                                    "(RMS error / force range) and the worst position range.")
     v.add_argument("model", help="model YAML file from 'hapflow identify'")
-    v.add_argument("--against", required=True, metavar="RUN",
+    v.add_argument("--against", required=True, metavar="RUN", type=recording,
                    help="HDF5 recording or CSV file to replay")
     v.add_argument("--bin", type=number(0.0, 10.0, "m"), metavar="M",
                    help="position bin for the worst range [0.005 m; for strokes under 20 mm the "
