@@ -39,6 +39,11 @@ CHILD = Path(__file__).with_name("h5child.py")
 so the child imports h5py and numpy but not hapflow, whose import would be most of its cost."""
 
 
+CRASHES = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL})
+"""Signals a process dies by when its own code fails; any other (Ctrl-C's SIGINT, which
+reaches the child too, a SIGKILL) stopped it from outside and says nothing about the file."""
+
+
 class DamagedFileError(HapflowError):
     """An HDF5 file whose reading crashes the HDF5 library."""
 
@@ -76,10 +81,7 @@ def check_readable(path: str | Path) -> None:
     child = subprocess.run([sys.executable, "-P", str(CHILD), str(path)],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-    if child.returncode < 0:
-        try:
-            name = signal.Signals(-child.returncode).name
-        except ValueError:
-            name = f"signal {-child.returncode}"
-        raise DamagedFileError(f"{path}: the HDF5 library crashed ({name}) reading this file: "
+    if child.returncode < 0 and -child.returncode in CRASHES:
+        raise DamagedFileError(f"{path}: the HDF5 library crashed "
+                               f"({signal.Signals(-child.returncode).name}) reading this file: "
                                "the file is damaged; record it again or use an intact copy")
