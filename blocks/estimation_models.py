@@ -28,7 +28,10 @@ filter steps bind directly (no dispatch at run time):
   ``Q`` (the force observers' torque-model noise, which grows as the lever
   of the slider force vanishes).
 
-:data:`MODELS` lists them with their sizes and coefficients; the ``linear``
+:data:`MODELS` lists them with their sizes and coefficients, declared as
+``(name, unit, default)`` tuples (``CRANK_COEFFS``, ...); the functions read
+each coefficient by name through the offsets generated from them
+(:func:`coefficient_offsets`: ``p[pc + CRANK.r]``), never by position.  The ``linear``
 model (matrices ``A``, ``B``, ``H``) has no functions: the filters apply
 its matrices themselves.  A model of one's own is a plain module with these
 functions and its sizes: a graph names it by its import path (``model:
@@ -97,6 +100,7 @@ from types import ModuleType
 from typing import Callable
 
 from hapflow.jit import njit_noalloc
+from hapflow.names import offsets
 
 from .multibody import (crank_geometry_problem, crank_position, crank_singularity,
                         crank_speed_growth, crank_terms)
@@ -105,20 +109,56 @@ PREPARED = 3
 """Entries of the filter state reserved for a model's per-sample prepared values."""
 
 
+# ------------------------------------------------------------------ coefficients
+Coeffs = tuple[tuple[str, str, float], ...]
+"""A model's coefficients: ``(name, unit, default)`` each, packed in this order."""
+
+
+def coefficient_offsets(title: str, coeffs: Coeffs) -> tuple:
+    """A named tuple ``title`` with the offset of each coefficient of ``coeffs`` from the
+    first: the model functions read ``p[pc + OFFSETS.name]`` (module constants, which numba
+    folds into the compiled steps)."""
+    return offsets(title, [(name, 1) for name, _, _ in coeffs])
+
+
+PENDULUM_COEFFS: Coeffs = (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0))
+CRANK_COEFFS: Coeffs = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
+CRANK_KKF_COEFFS: Coeffs = CRANK_COEFFS + (("band", "rad", 0.08), ("hysteresis", "rad", 0.02),
+                                           ("growth", "1/s", 60.0))
+CRANK_FORCE_COEFFS: Coeffs = CRANK_COEFFS + (("mc", "kg", 1.872), ("mr", "kg", 3.744),
+                                             ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
+CRANK_SLOPE_COEFFS: Coeffs = CRANK_FORCE_COEFFS + (("sa", "m/s^2", 0.5), ("lever", "m", 0.01))
+TWO_LINK_COEFFS: Coeffs = (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2))
+TWO_LINK_NEWMARK_COEFFS: Coeffs = TWO_LINK_COEFFS + (("beta", "1", 0.0), ("gamma", "1", 0.6))
+
+PENDULUM = coefficient_offsets("PendulumCoeffs", PENDULUM_COEFFS)
+CRANK = coefficient_offsets("CrankCoeffs", CRANK_COEFFS)
+CRANK_KKF = coefficient_offsets("CrankKkfCoeffs", CRANK_KKF_COEFFS)
+CRANK_FORCE = coefficient_offsets("CrankForceCoeffs", CRANK_FORCE_COEFFS)
+CRANK_SLOPE = coefficient_offsets("CrankSlopeCoeffs", CRANK_SLOPE_COEFFS)
+TWO_LINK = coefficient_offsets("TwoLinkCoeffs", TWO_LINK_COEFFS)
+TWO_LINK_NEWMARK = coefficient_offsets("TwoLinkNewmarkCoeffs", TWO_LINK_NEWMARK_COEFFS)
+"""Offsets of each model's coefficients by name.  A model whose coefficients extend another's
+(the slider-crank ones extend ``CRANK_COEFFS``, the force observers' with the lever weighting
+extend ``CRANK_FORCE_COEFFS``) shares that one's offsets: functions common to several models
+read through the shortest."""
+
+
 # ------------------------------------------------------------------ pendulum
 @njit_noalloc(inline="always")
 def _pendulum_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om = s[so], s[so + 1]
     out[oo] = th + dt * om
-    out[oo + 1] = om + dt * (-p[pc] / p[pc + 1] * math.sin(th) - p[pc + 2] * om)
+    out[oo + 1] = om + dt * (-p[pc + PENDULUM.g] / p[pc + PENDULUM.L] * math.sin(th)
+                             - p[pc + PENDULUM.c] * om)
 
 
 @njit_noalloc(inline="always")
 def _pendulum_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo] = 1.0
     jac[jo + 1] = dt
-    jac[jo + 2] = -dt * p[pc] / p[pc + 1] * math.cos(s[so])
-    jac[jo + 3] = 1.0 - dt * p[pc + 2]
+    jac[jo + 2] = -dt * p[pc + PENDULUM.g] / p[pc + PENDULUM.L] * math.cos(s[so])
+    jac[jo + 3] = 1.0 - dt * p[pc + PENDULUM.c]
 
 
 # ------------------------------------------------------------------ kinematic predictor
@@ -138,7 +178,8 @@ def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al = s[so], s[so + 1], s[so + 2]
     thp = th + dt * om + 0.5 * dt * dt * al
     omp = om + dt * al
-    kin = crank_position(thp, p[pc], p[pc + 1], p[pc + 2])[4:]       # xs, xs', xs''
+    # xs, xs', xs''
+    kin = crank_position(thp, p[pc + CRANK.c], p[pc + CRANK.r], p[pc + CRANK.h])[4:]
     if mode == 1:
         # near a dead centre: acceleration a random walk; the slider acceleration
         # u = xs' alpha + xs'' omega^2 is then a constraint on the speed instead
@@ -155,22 +196,30 @@ def _crank_kkf_mode(s, so, p, pc, previous):
     """Switching rule ``Omega(theta, omega)``: 1 within ``band`` of a dead centre or where the
     kinematic model amplifies speed errors faster than ``growth``; back to 0 beyond
     ``band + hysteresis`` once the growth rate is below ``growth``."""
-    c, r, h = p[pc], p[pc + 1], p[pc + 2]
+    c, r, h = p[pc + CRANK_KKF.c], p[pc + CRANK_KKF.r], p[pc + CRANK_KKF.h]
     dist = crank_singularity(s[so], c, r, h)
-    fast = crank_speed_growth(s[so], s[so + 1], c, r, h) > p[pc + 5]
-    if fast or dist <= p[pc + 3]:
+    fast = crank_speed_growth(s[so], s[so + 1], c, r, h) > p[pc + CRANK_KKF.growth]
+    if fast or dist <= p[pc + CRANK_KKF.band]:
         return 1
-    if previous == 1 and dist <= p[pc + 3] + p[pc + 4]:
+    if previous == 1 and dist <= p[pc + CRANK_KKF.band] + p[pc + CRANK_KKF.hysteresis]:
         return 1
     return 0
+
+
+@njit_noalloc(inline="always")
+def _crank_terms(theta, p, pc):
+    """:func:`~hapflow.blocks.multibody.crank_terms` at ``theta`` with the geometry and masses
+    at ``p[pc:]`` (a model with ``CRANK_FORCE_COEFFS``)."""
+    return crank_terms(theta, p[pc + CRANK_FORCE.c], p[pc + CRANK_FORCE.r], p[pc + CRANK_FORCE.h],
+                       p[pc + CRANK_FORCE.mc], p[pc + CRANK_FORCE.mr], p[pc + CRANK_FORCE.ms],
+                       p[pc + CRANK_FORCE.g])
 
 
 @njit_noalloc(inline="always")
 def _crank_force_prepare(p, pc, u, s, w):
     """Torque of the motion ``u`` without the force, the force's lever ``xs'`` and the
     inertia ``M``."""
-    mass, cor, grav, dxs = crank_terms(u[0], p[pc], p[pc + 1], p[pc + 2], p[pc + 3], p[pc + 4],
-                                       p[pc + 5], p[pc + 6])
+    mass, cor, grav, dxs = _crank_terms(u[0], p, pc)
     s[w] = mass * u[2] + cor * u[1] * u[1] + grav
     s[w + 1] = dxs
     s[w + 2] = mass
@@ -212,7 +261,7 @@ def _crank_slope_noise(s, w, p, pc, u, cov, co):
     """Torque-model noise of the KKF's acceleration error, ``(M sa / max(|xs'|, lever))^2``:
     the kinematic acceleration ``(a - xs'' omega^2) / xs'`` carries the slider-acceleration
     error ``sa`` over the lever ``xs'``."""
-    e = s[w + 2] * p[pc + 7] / max(abs(s[w + 1]), p[pc + 8])
+    e = s[w + 2] * p[pc + CRANK_SLOPE.sa] / max(abs(s[w + 1]), p[pc + CRANK_SLOPE.lever])
     cov[co] += e * e
 
 
@@ -221,15 +270,14 @@ def _crank_bench_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al, force = s[so], s[so + 1], s[so + 2], s[so + 3]
     thp = th + dt * om + 0.5 * dt * dt * al
     omp = om + dt * al
-    mass, cor, grav, dxs = crank_terms(thp, p[pc], p[pc + 1], p[pc + 2], p[pc + 3], p[pc + 4],
-                                       p[pc + 5], p[pc + 6])
+    mass, cor, grav, dxs = _crank_terms(thp, p, pc)
     _advance(s, so, out, oo, 1, dt, (u[0] - cor * omp * omp - grav + force * dxs) / mass, 0)
     out[oo + 3] = force
 
 
 @njit_noalloc(inline="always")
 def _crank_bench_h(s, so, out, oo, p, pc):
-    dxs, ddxs = crank_position(s[so], p[pc], p[pc + 1], p[pc + 2])[5:]
+    dxs, ddxs = crank_position(s[so], p[pc + CRANK.c], p[pc + CRANK.r], p[pc + CRANK.h])[5:]
     out[oo] = s[so]
     out[oo + 1] = dxs * s[so + 2] + ddxs * s[so + 1] * s[so + 1]
 
@@ -278,7 +326,7 @@ def _two_link_alpha2(th2, om1, a1, a2, l1, d1, d2):
 
 @njit_noalloc(inline="always")
 def _two_link_f(s, so, out, oo, p, pc, u, dt, mode, w):
-    l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
+    l1, d1, d2 = p[pc + TWO_LINK.L1], p[pc + TWO_LINK.d1], p[pc + TWO_LINK.d2]
     th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
     om1p = s[so + 2] + dt * s[so + 4]
     _advance(s, so, out, oo, 2, dt, u[0] / d1, 0)
@@ -287,7 +335,7 @@ def _two_link_f(s, so, out, oo, p, pc, u, dt, mode, w):
 
 @njit_noalloc(inline="always")
 def _two_link_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
-    l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
+    l1, d1, d2 = p[pc + TWO_LINK.L1], p[pc + TWO_LINK.d1], p[pc + TWO_LINK.d2]
     th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
     om1p = s[so + 2] + dt * s[so + 4]
     g1 = u[0] * l1 * math.sin(th2p) / (d1 * d2) - l1 * math.cos(th2p) * om1p * om1p / d2
@@ -312,7 +360,7 @@ def _two_link_constraint(s, so, p, pc, u, dt, out, oo):
     """Into ``out[oo:oo + 6]``: the positions and speeds one sample ahead of the state ``s``
     (the kinematic model of eq. 2.7 at the previous sample, as in eq. 2.11) and the
     accelerations the accelerometers ``u`` give at ``s`` (eq. 2.24) that move them."""
-    l1, d1, d2 = p[pc], p[pc + 1], p[pc + 2]
+    l1, d1, d2 = p[pc + TWO_LINK.L1], p[pc + TWO_LINK.d1], p[pc + TWO_LINK.d2]
     a1 = u[0] / d1
     a2 = _two_link_alpha2(s[so + 1], s[so + 2], u[0], u[1], l1, d1, d2)
     out[oo] = s[so] + dt * s[so + 2] + 0.5 * dt * dt * a1
@@ -336,7 +384,7 @@ def _two_link_newmark_f(s, so, out, oo, p, pc, u, dt, mode, w):
     the kinematic model, the accelerations by Newmark's derivative of the positions (eq. 2.14,
     ``beta`` > 0) or of the speeds (eq. 2.15, ``beta`` 0, ``gamma``)."""
     _two_link_constraint(s, so, p, pc, u, dt, out, oo)
-    beta, gamma = p[pc + 3], p[pc + 4]
+    beta, gamma = p[pc + TWO_LINK_NEWMARK.beta], p[pc + TWO_LINK_NEWMARK.gamma]
     for j in range(2):
         if beta > 0.0:
             out[oo + 4 + j] = ((out[oo + j] - s[so + j]) / (beta * dt * dt)
@@ -374,7 +422,7 @@ class Model:
     states: int | None
     measurements: int | None
     controls: int | None
-    coeffs: tuple[tuple[str, str, float], ...]
+    coeffs: Coeffs
     control_matrix: bool
     doc: str
     f: Callable | None = None
@@ -387,54 +435,58 @@ class Model:
 
 
 def _crank_check(v) -> str | None:
-    """Geometry ``c, r, h`` of a slider-crank model, then masses and gravity if present."""
-    problem = crank_geometry_problem(v[0], v[1], v[2])
-    if problem is None and len(v) == 7 and min(v[3:]) < 0.0:
-        problem = f"masses mc, mr, ms and g must be >= 0, got {list(v[3:])}"
+    """Geometry ``c, r, h`` of a slider-crank model."""
+    return crank_geometry_problem(v[CRANK.c], v[CRANK.r], v[CRANK.h])
+
+
+def _crank_masses_check(v) -> str | None:
+    """The geometry (:func:`_crank_check`), then masses and gravity >= 0."""
+    problem = _crank_check(v)
+    masses = v[CRANK_FORCE.mc:CRANK_FORCE.g + 1]
+    if problem is None and min(masses) < 0.0:
+        problem = f"masses mc, mr, ms and g must be >= 0, got {list(masses)}"
     return problem
 
 
 def _crank_kkf_check(v) -> str | None:
     """The switching rule's band in (0, pi/2), hysteresis >= 0 and growth > 0, then the
     geometry (:func:`_crank_check`)."""
-    band, hysteresis, growth = v[3:]
+    band, hysteresis, growth = v[CRANK_KKF.band], v[CRANK_KKF.hysteresis], v[CRANK_KKF.growth]
     if not 0.0 < band < 0.5 * math.pi:
         return f"band must be in (0, pi/2) rad, got {band:g}"
     if hysteresis < 0.0 or growth <= 0.0:
         return f"hysteresis must be >= 0 and growth > 0, got {hysteresis:g} rad, {growth:g} 1/s"
-    return _crank_check(v[:3])
+    return _crank_check(v)
 
 
 def _crank_slope_check(v) -> str | None:
     """The slider-acceleration error ``sa`` >= 0 and lever floor > 0, then
-    :func:`_crank_check`."""
-    if v[7] < 0.0 or v[8] <= 0.0:
-        return f"sa must be >= 0 m/s^2 and lever > 0 m, got {v[7]:g}, {v[8]:g}"
-    return _crank_check(v[:7])
+    :func:`_crank_masses_check`."""
+    sa, lever = v[CRANK_SLOPE.sa], v[CRANK_SLOPE.lever]
+    if sa < 0.0 or lever <= 0.0:
+        return f"sa must be >= 0 m/s^2 and lever > 0 m, got {sa:g}, {lever:g}"
+    return _crank_masses_check(v)
 
 
 def _two_link_check(v) -> str | None:
     """Link length and accelerometer distances of the two-link arm, all > 0."""
-    return None if min(v[:3]) > 0.0 else f"L1, d1, d2 must be > 0 m, got {list(v[:3])}"
+    lengths = [v[TWO_LINK.L1], v[TWO_LINK.d1], v[TWO_LINK.d2]]
+    return None if min(lengths) > 0.0 else f"L1, d1, d2 must be > 0 m, got {lengths}"
 
 
 def _two_link_newmark_check(v) -> str | None:
     """Newmark's ``beta`` >= 0 and ``gamma`` > 0, then :func:`_two_link_check`."""
-    if v[3] < 0.0 or v[4] <= 0.0:
-        return f"beta must be >= 0 and gamma > 0, got {v[3]:g}, {v[4]:g}"
+    beta, gamma = v[TWO_LINK_NEWMARK.beta], v[TWO_LINK_NEWMARK.gamma]
+    if beta < 0.0 or gamma <= 0.0:
+        return f"beta must be >= 0 and gamma > 0, got {beta:g}, {gamma:g}"
     return _two_link_check(v)
-
-
-_CRANK = (("c", "m", 0.3), ("r", "m", 0.6), ("h", "m", 0.05))
-_ARM = (("L1", "m", 0.3), ("d1", "m", 0.2), ("d2", "m", 0.2))
-_MASSES = (("mc", "kg", 1.872), ("mr", "kg", 3.744), ("ms", "kg", 1.2), ("g", "m/s^2", 9.81))
 
 
 def _force_slope(controls: int, source: str) -> Model:
     """The force observer of eq. 3.5 with an integrated random-walk force, fed the ``controls``
     entries of a kinematic observer's estimate (``source``; the first three are used)."""
-    return Model(3, 1, controls, _CRANK + _MASSES + (("sa", "m/s^2", 0.5), ("lever", "m", 0.01)),
-                 False, f"slider-crank force observer [T, F, F'], u = {source} from a KKF, "
+    return Model(3, 1, controls, CRANK_SLOPE_COEFFS, False,
+                 f"slider-crank force observer [T, F, F'], u = {source} from a KKF, "
                  "z = crank torque, F an integrated random walk, torque-model noise weighted by "
                  "the force's lever", f=_crank_slope_f, fjac=_crank_slope_fjac,
                  prepare=_crank_force_prepare, noise=_crank_slope_noise,
@@ -442,47 +494,44 @@ def _force_slope(controls: int, source: str) -> Model:
 
 MODELS: dict[str, Model] = {
     "linear": Model(None, None, None, (), True, "x[k] = A x[k-1] + B u[k], z = H x"),
-    "pendulum": Model(2, 1, None, (("g", "m/s^2", 9.81), ("L", "m", 1.0), ("c", "1/s", 0.0)),
-                      True, "damped pendulum [theta, omega], explicit Euler (+ B u), z = theta",
+    "pendulum": Model(2, 1, None, PENDULUM_COEFFS, True,
+                      "damped pendulum [theta, omega], explicit Euler (+ B u), z = theta",
                       f=_pendulum_f, fjac=_pendulum_fjac),
-    "slider_crank_kkf": Model(3, 1, 1, _CRANK + (("band", "rad", 0.08),
-                                                    ("hysteresis", "rad", 0.02),
-                                                    ("growth", "1/s", 60.0)), False,
+    "slider_crank_kkf": Model(3, 1, 1, CRANK_KKF_COEFFS, False,
                               "slider-crank KKF [theta, omega, alpha], u = slider acceleration, "
                               "z = crank angle, switching near dead centres (angle band, "
                               "and speed-error growth rate on the approach)",
                               f=_crank_kkf_f, mode=_crank_kkf_mode, check=_crank_kkf_check),
-    "slider_crank_force": Model(2, 1, 3, _CRANK + _MASSES, False,
+    "slider_crank_force": Model(2, 1, 3, CRANK_FORCE_COEFFS, False,
                                 "slider-crank force observer [T, F], u = [theta, omega, alpha] "
                                 "from a KKF, z = crank torque, F a random walk",
                                 f=_crank_force_f, fjac=_crank_force_fjac,
-                                prepare=_crank_force_prepare, check=_crank_check),
+                                prepare=_crank_force_prepare, check=_crank_masses_check),
     "slider_crank_force_slope": _force_slope(3, "[theta, omega, alpha]"),
     "slider_crank_force_jerk": _force_slope(4, "[theta, omega, alpha, jerk]"),
-    "slider_crank_kkf_walk": Model(3, 2, 0, _CRANK, False,
+    "slider_crank_kkf_walk": Model(3, 2, 0, CRANK_COEFFS, False,
                                    "slider-crank kinematic observer [theta, omega, alpha], "
                                    "alpha a random walk, z = [crank angle, slider acceleration]",
                                    f=_crank_walk_f, fjac=_crank_walk_fjac, h=_crank_bench_h,
                                    check=_crank_check),
-    "slider_crank_kkf_jerk": Model(4, 2, 0, _CRANK, False,
+    "slider_crank_kkf_jerk": Model(4, 2, 0, CRANK_COEFFS, False,
                                    "slider-crank kinematic observer [theta, omega, alpha, jerk], "
                                    "jerk a random walk, z = [crank angle, slider acceleration]",
                                    f=_crank_jerk_f, fjac=_crank_jerk_fjac, h=_crank_bench_h,
                                    check=_crank_check),
-    "slider_crank_benchmark": Model(4, 2, 1, _CRANK + _MASSES, False,
+    "slider_crank_benchmark": Model(4, 2, 1, CRANK_FORCE_COEFFS, False,
                                     "slider-crank dynamic observer [theta, omega, alpha, F], "
                                     "u = crank torque, z = [theta, slider acceleration]",
-                                    f=_crank_bench_f, h=_crank_bench_h, check=_crank_check),
-    "two_link_kkf": Model(6, 2, 2, _ARM,
+                                    f=_crank_bench_f, h=_crank_bench_h, check=_crank_masses_check),
+    "two_link_kkf": Model(6, 2, 2, TWO_LINK_COEFFS,
                           False, "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
                           "u = tangential link accelerations, z = joint angles",
                           f=_two_link_f, fjac=_two_link_fjac, check=_two_link_check),
-    "two_link_kkf_walk": Model(6, 2, 2, _ARM, False,
+    "two_link_kkf_walk": Model(6, 2, 2, TWO_LINK_COEFFS, False,
                                "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
                                "kinematic equations with random walk (section 2.2.1.1)",
                                f=_two_link_walk_f, check=_two_link_check),
-    "two_link_kkf_newmark": Model(6, 2, 2, _ARM + (("beta", "1", 0.0), ("gamma", "1", 0.6)),
-                                  False,
+    "two_link_kkf_newmark": Model(6, 2, 2, TWO_LINK_NEWMARK_COEFFS, False,
                                   "two-link planar arm KKF [th1, th2, om1, om2, al1, al2], "
                                   "accelerations by Newmark's numerical derivative (section "
                                   "2.2.1.2: of the positions with beta > 0, else of the speeds "
@@ -503,7 +552,8 @@ def register(name: str, model: Model | ModuleType) -> Model:
         of the module docstring above (``f``; optionally ``h``, ``fjac``, ``mode``,
         ``prepare``, ``noise``; compiled with ``hapflow.jit.njit_noalloc``), the sizes
         ``STATES``, ``MEASUREMENTS``, ``CONTROLS`` (None: set by the block),
-        ``COEFFS`` (``(name, unit, default)`` per coefficient, packed in that order),
+        ``COEFFS`` (``(name, unit, default)`` per coefficient, packed in that order; its
+        functions read them through ``coefficient_offsets(title, COEFFS)``),
         optionally ``CONTROL_MATRIX`` (the block's ``B u`` added; default False) and
         ``check(coeffs) -> str | None``; the first line of its docstring describes it.
 
