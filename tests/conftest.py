@@ -115,3 +115,14 @@ def _registry_unchanged():
     changed = {n: c for n, c in registry.types().items() if before.get(n) is not c}
     assert not changed, (f"the test registered block types {sorted(changed)} for good; declare "
                          "them with `register=False` (and use registry.registered())")
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure the plots close, kept open for the test to read (and closed after it)."""
+    import matplotlib.pyplot as plt     # here: most workers never plot
+    close, kept = plt.close, []
+    monkeypatch.setattr(plt, "close", kept.append)
+    yield kept
+    for fig in kept:
+        close(fig)

@@ -1,20 +1,9 @@
 """Time plots read back from their figures: every axis labelled with its signals' one unit."""
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from hapflow.plotting import plot_modes
 from hapflow.recorder import Recording
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """Every figure the plots close, kept open for the test to read."""
-    close, kept = plt.close, []
-    monkeypatch.setattr(plt, "close", kept.append)
-    yield kept
-    for fig in kept:
-        close(fig)
 
 
 def contact_recording() -> Recording:

@@ -2,7 +2,6 @@
 log axes, whole runs on the histograms' count axes (issue 18 polish)."""
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,16 +22,6 @@ metrics:
   pos_rms: {{rms: plant.pos}}
   located: {{events: located}}
 """
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    """Every figure the plots close, kept open for the test to read."""
-    close, kept = plt.close, []
-    monkeypatch.setattr(plt, "close", kept.append)
-    yield kept
-    for fig in kept:
-        close(fig)
 
 
 def test_axes_carry_units_log_scales_and_whole_run_counts(tmp_path, figures):
