@@ -427,10 +427,10 @@ def _typeof_layout(layout: Layout, context) -> types.Type:
     only, so the steps and every helper they pass a size or offset to would be compiled
     for run-time values: constant trip counts and offsets are what make the steps fast
     (the UKF steps ran 32-44 % slower typed ``Layout(int64 x 20)``).  Passed as an
-    argument, a layout is an ordinary named tuple of integers."""
+    argument, a layout is typed as numba types any named tuple."""
     if context.purpose == Purpose.constant:
         return types.NamedTuple([types.literal(v) for v in layout], Layout)
-    return types.NamedUniTuple(types.int64, len(layout), Layout)
+    return typeof_impl.dispatch(tuple)(layout, context)
 
 
 MATRICES = {name: Derived(lambda b, name=name: b.matrix(name), size=size, doc=doc)
