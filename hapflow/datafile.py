@@ -16,8 +16,9 @@ valid:
   array (columns ``0``, ``1``, ...).
 - HDF5: a hapflow recording (signals by name, plus ``time``) or any dataset,
   named ``path/to/dataset`` (``h5py``).  A damaged file can crash the HDF5
-  library in this process; :func:`hapflow.h5check.check_readable` checks one
-  in a child process first.
+  library, so it is read once in a child process first
+  (:func:`hapflow.h5check.check_readable`): a crash there is a
+  :class:`DataFileError` naming the file, not the end of this process.
 - TDMS: channels named ``group/channel`` (``npTDMS``).
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import HapflowError
+from .h5check import DamagedFileError, check_readable
 
 MAX_FIELD = 131072
 """Longest CSV field accepted (characters): Python's csv default; a longer one is an error."""
@@ -347,6 +349,10 @@ def _npy_signal(path: Path, column: str) -> Signal:
 
 def _hdf5_signal(path: Path, column: str) -> Signal:
     import h5py
+    try:
+        check_readable(path)
+    except DamagedFileError as exc:
+        raise DataFileError(str(exc)) from None
     try:
         with h5py.File(path, "r") as f:
             if "signals" in f and "time" in f:                     # a hapflow recording

@@ -1,11 +1,15 @@
 """The child process of :mod:`hapflow.h5check`: read every attribute and dataset of one HDF5 file.
 
-Run as ``python -P h5child.py FILE``; it imports nothing of hapflow.  Python
-errors are passed over (the caller's own reader reports them): only a crash
-of the HDF5 library, which ends this process by a signal, is its answer.
+Run as ``python -P h5child.py FILE CPU_SECONDS``; it imports nothing of
+hapflow.  Python errors are passed over (the caller's own reader reports
+them): only a crash of the HDF5 library, which ends this process by a
+signal, is its answer, and so is a loop in it (one changed byte of a
+recording made libhdf5 spin forever reading a dataset): past
+``CPU_SECONDS`` of CPU time the kernel ends this process by SIGXCPU.
 """
 from __future__ import annotations
 
+import resource
 import sys
 from pathlib import Path
 
@@ -57,6 +61,8 @@ def read_everything(path: Path) -> None:
 
 
 if __name__ == "__main__":
+    cpu = int(sys.argv[2])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     try:
         read_everything(Path(sys.argv[1]))
     except Exception:   # not a file h5py opens, ...: the caller's reader says so

@@ -1,0 +1,105 @@
+"""Issue 18's last cases: a damaged HDF5 file played by a graph, an HDF5 file libhdf5 loops
+on, and the estimates of a sweep too short for its model.
+
+The commands that meet a damaged file run as child processes, so a crash shows as an exit
+status instead of taking pytest down.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hapflow.cli import main
+from hapflow.h5check import DamagedFileError, check_readable
+from hapflow.ident import synthetic
+
+CRASH = 7577
+"""Offset of the byte that, set to 255, makes reading ``signals/head.force``'s ``unit``
+attribute crash libhdf5 (SIGSEGV, h5py 3.16 / HDF5 2.0): the second byte of that attribute's
+datatype, in the 4 s, 1 kHz synthetic recording."""
+LOOP = 2056
+"""Offset of the byte that, set to 255, makes libhdf5 loop forever reading the same file's
+datasets (found by changing each byte in turn and reading ``head.force`` in a child)."""
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("issue18") / "r.h5"
+    synthetic.recording(path, duration=4.0, rate=1000.0)
+    return path
+
+
+def damaged(recording: Path, offset: int, folder: Path) -> Path:
+    raw = bytearray(recording.read_bytes())
+    raw[offset] = 255
+    path = folder / f"byte{offset}.h5"
+    path.write_bytes(raw)
+    return path
+
+
+def graph_playing(data: Path) -> Path:
+    graph = data.with_name("play.yaml")
+    graph.write_text(f"name: play\nrate: 1000\nduration: 1\nblocks:\n"
+                     f"  pb: {{type: Playback, file: {data.name}, column: head.force}}\n"
+                     "record: [pb.y]\n")
+    return graph
+
+
+def test_the_damaged_byte_crashes_what_playback_reads(recording, tmp_path):
+    """The case is real: what the Playback block reads of a recording (the signal's values and
+    its unit attribute) ends by a signal in h5py alone.  If a later h5py/HDF5 reads it without
+    crashing, the next test checks nothing: find a new byte."""
+    bad = damaged(recording, CRASH, tmp_path)
+    read = ("import h5py, sys; f = h5py.File(sys.argv[1], 'r'); ds = f['signals/head.force']; "
+            "ds[()]; ds.attrs.get('unit')")
+    child = subprocess.run([sys.executable, "-c", read, str(bad)], capture_output=True)
+    assert child.returncode < 0, (child.returncode, child.stderr)
+
+
+def test_a_graph_playing_a_file_that_crashes_libhdf5_is_one_located_error(recording, tmp_path):
+    """``hapflow check`` of a graph whose Playback block names the damaged recording: the
+    file was read in this process (exit -11, no word) before Playback's reading went through
+    the HDF5 check; now one error names the graph's line, the block and the data file."""
+    bad = damaged(recording, CRASH, tmp_path)
+    graph = graph_playing(bad)
+    child = subprocess.run([sys.executable, "-m", "hapflow.cli", "check", str(graph)],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert child.returncode == 2, (child.returncode, child.stderr)
+    assert child.stderr.startswith(f"hapflow: error: {graph}:5: "), child.stderr
+    assert (f"{bad}: the HDF5 library crashed (SIGSEGV) reading this file: the file is "
+            "damaged" in child.stderr), child.stderr
+    assert child.stderr.count("\n") == 1 and "Traceback" not in child.stderr
+    graph_playing(recording)                                   # the intact file plays
+    assert main(["check", str(graph_playing(recording))]) == 0
+
+
+def test_a_file_libhdf5_loops_on_is_one_error_after_a_bounded_cpu_time(recording, tmp_path,
+                                                                      monkeypatch):
+    """Byte 2056 made the check's child (and any reader) spin forever; the child now has a CPU
+    time limit (a second here, to keep the test short) and its SIGXCPU is the message."""
+    import hapflow.h5check as h5check
+    monkeypatch.setattr(h5check, "CPU_SECONDS", 1.0)
+    bad = damaged(recording, LOOP, tmp_path)
+    with pytest.raises(DamagedFileError, match=r"did not finish reading this file in 2 s of CPU "
+                                               r"time \(it loops\): the file is damaged"):
+        check_readable(bad)
+    check_readable(recording)                                  # the intact file passes
+
+
+def test_a_file_that_passed_is_not_read_again_until_it_changes(recording, tmp_path, monkeypatch):
+    """A graph loaded again (or a study's runs) costs one child process per file, not one
+    per load; a changed file is read again."""
+    import hapflow.h5check as h5check
+    copy = tmp_path / "copy.h5"
+    copy.write_bytes(recording.read_bytes())
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(h5check.subprocess, "run", lambda *a, **k: runs.append(a) or real(*a, **k))
+    check_readable(copy)
+    check_readable(copy)
+    assert len(runs) == 1
+    copy.write_bytes(damaged(recording, CRASH, tmp_path).read_bytes())
+    with pytest.raises(DamagedFileError):
+        check_readable(copy)
+    assert len(runs) == 2
