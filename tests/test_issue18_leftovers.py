@@ -4,15 +4,19 @@ on, and the estimates of a sweep too short for its model.
 The commands that meet a damaged file run as child processes, so a crash shows as an exit
 status instead of taking pytest down.
 """
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hapflow.cli import main
 from hapflow.h5check import DamagedFileError, check_readable
 from hapflow.ident import synthetic
+from hapflow.ident.checks import ADVICE, unsupported
 
 CRASH = 7577
 """Offset of the byte that, set to 255, makes reading ``signals/head.force``'s ``unit``
@@ -103,3 +107,62 @@ def test_a_file_that_passed_is_not_read_again_until_it_changes(recording, tmp_pa
     with pytest.raises(DamagedFileError):
         check_readable(copy)
     assert len(runs) == 2
+
+
+@pytest.mark.parametrize("value,se,text", [
+    (-9618.0, 7100.0, "mass m = -9618 +- 7.1e+03 kg is negative beyond its standard error"),
+    (-0.3, 0.93, "mass m = -0.3 +- 0.93 kg: the standard error exceeds the value, so the data "
+                 "cannot tell it from zero (and a negative one is not physical)"),
+    (0.5, 0.9, "mass m = 0.5 +- 0.9 kg: the standard error exceeds the value, so the data "
+               "cannot tell it from zero"),
+    (0.5, 0.4, None), (0.0, 0.0, None), (-1.0, math.inf, None)])
+def test_an_estimate_is_unsupported_when_negative_or_within_its_error_of_zero(value, se, text):
+    assert unsupported("mass", "m", value, se, "kg") == text
+
+
+WARNING = re.compile(r"warning: (positive|negative) segment (\S+) \.\. (\S+) mm: "
+                     r"(mass|damping|stiffness) (m|b|k) = (\S+) \+- (\S+) (kg|N s/m|N/m)")
+
+
+def identify(path: Path, tmp_path: Path, capsys, *options: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["identify", str(path), "--out", str(tmp_path / "m.yaml"), *options])
+    return code, capsys.readouterr().out
+
+
+def test_a_sweep_too_short_names_each_unsupported_estimate_and_what_to_do(tmp_path, capsys):
+    """2 s of the synthetic sweep (the issue: "m = -9618 +- 7100 kg for a 2 s sweep with no
+    warning"; a negative damping was not warned at all): every mass, damping or stiffness
+    of a segment that is negative or within its standard error of zero is one warning with its
+    value and error as in the model file, then the advice; ``--strict`` exits 1."""
+    from hapflow.blocks.impedance_model import ImpedanceModel
+    short = tmp_path / "short.h5"
+    synthetic.recording(short, duration=2.0, rate=1000.0)
+    code, out = identify(short, tmp_path, capsys)
+    assert code == 0
+    found = [WARNING.match(line) for line in out.splitlines() if line.startswith("warning: ")]
+    assert found and all(found), out
+    model = ImpedanceModel.load(tmp_path / "m.yaml")
+    for m in found:
+        side, lo, _, _, p, value, se, _ = m.groups()
+        knots = model.direction(1 if side == "positive" else -1)
+        j = int(np.argmin(np.abs(knots.x[::2] * 1e3 - float(lo))))
+        assert float(value) == pytest.approx(getattr(knots, p)[::2][j], rel=1e-3), m.group(0)
+        assert float(value) < 0 or float(se) > abs(float(value)), m.group(0)
+    assert {m.group(4) for m in found} >= {"mass", "damping"}, out
+    assert out.splitlines()[-1] == f"hint: {ADVICE}"
+    assert identify(short, tmp_path, capsys, "--strict")[0] == 1
+
+
+@pytest.fixture(scope="module")
+def long_sweep(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("long-sweep") / "long.h5"
+    synthetic.recording(path, duration=20.0, rate=1000.0)
+    return path
+
+
+@pytest.mark.parametrize("method", ["segmented", "auto", "poly"])
+def test_a_sweep_long_enough_gives_no_warning(method, long_sweep, tmp_path, capsys):
+    """20 s of the same sweep: every estimate is positive and well outside its error of zero."""
+    code, out = identify(long_sweep, tmp_path, capsys, "--method", method, "--strict")
+    assert code == 0 and "warning" not in out and "hint" not in out, out

@@ -91,10 +91,12 @@ def cmd_identify(args: argparse.Namespace) -> int:
     if truth is not None:
         print(truth_table(model, truth))
     print(f"model -> {out}")
-    from .checks import warnings_for
+    from .checks import ADVICE, warnings_for
     warned = warnings_for(model)
     for line in warned:
         print(f"warning: {line}")
+    if warned:
+        print(f"hint: {ADVICE}")
     if args.plots:
         folder = Path(args.plots)
         p1 = plot_parameters(model, folder / "parameters.png", truth,
