@@ -1,5 +1,5 @@
-"""Issue 18's last cases: a damaged HDF5 file played by a graph, an HDF5 file libhdf5 loops
-on, and the estimates of a sweep too short for its model.
+"""Issue 18's last cases: a damaged HDF5 file (or bad CSV file) played by a graph, an HDF5
+file libhdf5 loops on, and the estimates of a sweep too short for its model.
 
 The commands that meet a damaged file run as child processes, so a crash shows as an exit
 status instead of taking pytest down.
@@ -42,10 +42,11 @@ def damaged(recording: Path, offset: int, folder: Path) -> Path:
     return path
 
 
-def graph_playing(data: Path) -> Path:
+def graph_playing(data: Path, column: str = "head.force") -> Path:
+    """A graph beside ``data`` whose Playback block (line 5) plays its ``column``."""
     graph = data.with_name("play.yaml")
     graph.write_text(f"name: play\nrate: 1000\nduration: 1\nblocks:\n"
-                     f"  pb: {{type: Playback, file: {data.name}, column: head.force}}\n"
+                     f"  pb: {{type: Playback, file: {data.name}, column: {column}}}\n"
                      "record: [pb.y]\n")
     return graph
 
@@ -166,3 +167,27 @@ def test_a_sweep_long_enough_gives_no_warning(method, long_sweep, tmp_path, caps
     """20 s of the same sweep: every estimate is positive and well outside its error of zero."""
     code, out = identify(long_sweep, tmp_path, capsys, "--method", method, "--strict")
     assert code == 0 and "warning" not in out and "hint" not in out, out
+
+
+SINE = Path(__file__).parent / "data" / "playback" / "sine.csv"
+
+
+@pytest.mark.parametrize("edit,line,text", [
+    (lambda rows: rows[:6] + [b"nan,nan"] + rows[7:], 7, "column 'y' is nan; every value must "
+                                                         "be a finite number"),
+    (lambda rows: rows[:2], 2, "the data end after 1 row(s); at least 2 are needed"),
+    (lambda rows: rows[:-2] + [b"1e9,0"] + rows[-1:], 101, "time steps from 0.98 to 1e+09 s"),
+    (lambda rows: rows[:3] + [b"1," + b"9" * 140_000] + rows[4:], 4, "at most 131072 characters"),
+    (lambda rows: rows[:4] + [rows[4] + b"\xe9"] + rows[5:], 5, "byte 0xe9 is not UTF-8 text"),
+], ids=["nan-row", "too-few-rows", "last-time-1e9", "huge-field", "latin1"])
+def test_a_bad_csv_played_by_a_graph_names_the_graph_line_and_the_data_line(edit, line, text,
+                                                                             tmp_path, capsys):
+    """Issue 18's CSV cases as the Playback block reads them: one error naming the graph's
+    line and block, then the data file's line (no allocation for a time stamp of 1e9 s)."""
+    data = tmp_path / "data.csv"
+    data.write_bytes(b"\n".join(edit(SINE.read_bytes().split(b"\n"))))
+    graph = graph_playing(data, "y")
+    assert main(["check", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hapflow: error: {graph}:5: block 'pb' (Playback): {data}:{line}: "), err
+    assert text in err and err.count("\n") == 1, err
