@@ -1,4 +1,4 @@
-"""Stream recorded signals to HDF5, one flushed append per chunk.
+"""Stream recorded signals to HDF5: a writer thread appends while the kernel runs.
 
 File layout::
 
@@ -7,26 +7,59 @@ File layout::
     attrs: graph_yaml, name, rate, seed, duration, hapflow_version,
            numba_version, ticks, complete, status, events, event_overflows
 
-The file appears under its name only once its layout is written (it is built
-under a temporary name and renamed) and is flushed after every chunk, so a
-run stopped at any point (error, Ctrl-C, SIGTERM, SIGKILL) leaves either no
-file or a readable one holding every completed chunk; ``complete`` says
-whether the run finished.
+Durability.  The file appears under its name only once its layout is
+written (it is built under a temporary name and renamed), every append is
+flushed, and ``ticks`` always equals the rows in the file (a failed append
+shrinks the datasets back).  So a run stopped at any point (error, Ctrl-C,
+SIGTERM, SIGKILL) leaves either no file or a readable one; ``complete`` says
+whether the run finished.  After an error, Ctrl-C or SIGTERM every submitted
+chunk is stored before the file closes; a SIGKILL or a crash loses only the
+chunks submitted since the writer's last round (:data:`WRITE_INTERVAL`).
 
-:meth:`Recorder.submit` hands a chunk to a writer thread while the caller
-runs the next chunk's kernel (which releases the GIL): appending and
-flushing one 4000-row chunk took about 0.5 ms here, longer than the 4 kHz
-rig's kernel needs for it, so chunks that queue up meanwhile are appended
-and flushed together.  :attr:`Recorder.stored` counts the chunks in the
-file; :meth:`Recorder.wait` returns when all are.
+Hand-off.  :meth:`Recorder.submit` only queues a chunk.  One writer thread
+per process wakes every :data:`WRITE_INTERVAL` and appends what queued as one
+append (one extent change per dataset and one flush, however many chunks) while
+the caller runs the next chunk's kernel, which releases the GIL.  Chosen
+against the alternatives by measurement (``bench/engine.py`` prints the
+per-chunk overhead; the commit that made this choice has the figures):
+
+* a thread started per run (the previous design) cost about as much as the
+  10 s rig run's whole kernel: the thread is started once and kept;
+* waking the writer at every submit is a system call on the caller's side
+  that cost a noticeable share of a 1 s rig chunk's kernel time; on a timer
+  the caller pays nothing to hand a chunk over, and a chunk waits at most one
+  round before it is flushed;
+* a round of one millisecond holds the GIL for less time than one 1 s chunk
+  of the rig's kernel takes, so the caller rarely waits for the writer; long
+  rounds (tens of milliseconds) write fewer, bigger appends but stall the
+  caller for the whole burst when its kernel returns.
+
+Writes.  h5py's low-level calls on dataset ids kept from the layout, with the
+row count kept here and ``ticks`` written through a kept attribute handle:
+slicing, asking a dataset its shape, and rewriting an attribute the high-level
+way (delete and create) each cost several times more than copying a 4000-row
+chunk.  A dataset's HDF5 chunk holds a whole number of the caller's chunks
+(``rows``), so appends fill chunks instead of rewriting a part-filled one at
+every flush.
+
+What is left.  Copying the rows through HDF5 and flushing takes a fixed
+share of the kernel's time per chunk, hidden only while the other core is
+free: on a machine whose cores are all busy the writer's work adds to the
+run.  Each file also has a fixed cost (creating it with its attributes,
+removing the recording it replaces, closing it) of the order of the 10 s rig
+run's whole kernel, which is why a 10 s run to a file cannot come within
+1.35x of the hand-written loop; ``bench/engine.py`` reports the per-chunk
+overhead of a 60 s run, free of that fixed cost.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+import time as _time
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,8 +69,14 @@ import numpy as np
 from .errors import HapflowError
 from .ports import DTYPES
 
+WRITE_INTERVAL = 0.001
+"""Seconds between the writer thread's rounds (see the module docstring)."""
+
 QUEUED_BYTES = 64 * 2**20
-"""Most chunk data waiting for the writer before :meth:`Recorder.submit` waits too."""
+"""Most chunk data waiting for the writer before :meth:`Recorder.submit` writes it itself."""
+
+CHUNK_BYTES = (16 * 2**10, 2**20)
+"""Smallest and largest HDF5 chunk of a dataset, in bytes."""
 
 
 class Recorder:
@@ -54,14 +93,26 @@ class Recorder:
     extend : callable, optional
         Adds groups of the caller's own (the real-time timing) before the file
         takes its name.
+    rows : int
+        Rows the caller appends at a time: a dataset's HDF5 chunk holds a
+        whole number of them, so that appends fill chunks instead of
+        rewriting a part-filled one at every flush.
+
+    Attributes
+    ----------
+    ticks : int
+        Rows in the file.
+    submitted, stored : int
+        Chunks given to :meth:`submit`, and those of them in the file.
     """
 
     def __init__(self, path: str | Path, signals: dict[str, tuple[tuple[int, ...], str, str | None]],
-                 attrs: dict[str, Any], extend: Callable[[h5py.File], None] | None = None):
+                 attrs: dict[str, Any], extend: Callable[[h5py.File], None] | None = None,
+                 rows: int = 4096):
         self.path = Path(path)
-        self._writer: ThreadPoolExecutor | None = None
-        self._pending: Future | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()            # guards the queue
+        self._writing = threading.Lock()         # one writer at a time: the thread or wait()
+        self._failure: BaseException | None = None
         self._queue: list[tuple[np.ndarray, dict[str, np.ndarray], int]] = []
         self._queued = 0
         self.submitted = 0
@@ -76,7 +127,7 @@ class Recorder:
         except OSError as exc:                 # a folder without write permission, /proc ...
             raise HapflowError(f"cannot write the recording {self.path}: {exc}") from None
         try:
-            self._layout(signals, attrs)
+            self._layout(signals, attrs, max(1, int(rows)))
             if extend is not None:
                 extend(self.file)
                 self.file.flush()
@@ -87,96 +138,196 @@ class Recorder:
         os.replace(partial, self.path)           # the open file keeps writing to it
 
     def _layout(self, signals: dict[str, tuple[tuple[int, ...], str, str | None]],
-                attrs: dict[str, Any]) -> None:
+                attrs: dict[str, Any], rows: int) -> None:
         self.file.attrs.update({k: v for k, v in attrs.items() if v is not None})
         self.file.attrs.update(ticks=0, complete=False, status="running")
-        self.time = self.file.create_dataset("time", shape=(0,), maxshape=(None,), dtype="f8",
-                                             chunks=(8192,))
-        self.time.attrs["unit"] = "s"
+        self._ticks_attr = h5py.h5a.open(self.file.id, b"ticks")
+        self.time = self._dataset(self.file, "time", (), "float64", "s", rows)
         group = self.file.create_group("signals")
-        self.datasets = {}
-        for name, (shape, dtype, unit) in signals.items():
-            ds = group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape),
-                                      dtype=DTYPES[dtype], chunks=(max(1, 8192 // max(1, int(np.prod(shape)))), *shape))
-            ds.attrs["unit"] = unit if unit is not None else ""
-            self.datasets[name] = ds
+        self.datasets = {name: self._dataset(group, name, shape, DTYPES[dtype], unit, rows)
+                         for name, (shape, dtype, unit) in signals.items()}
+        self._ids = {name: (ds.id, ds.shape[1:])
+                     for name, ds in (("/time", self.time), *self.datasets.items())}
+        self._spaces: dict[tuple[int, ...], h5py.h5s.SpaceID] = {}     # in memory, by shape
+        self.ticks = 0
         self.file.flush()
+
+    @staticmethod
+    def _dataset(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str,
+                 unit: str | None, rows: int) -> h5py.Dataset:
+        """An empty dataset of rows of ``shape``, growing along its first axis, in HDF5
+        chunks of a whole number of ``rows`` within :data:`CHUNK_BYTES`."""
+        row_bytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        small, large = CHUNK_BYTES
+        per_chunk = rows * -(-small // (rows * row_bytes))       # ceil: at least `small`
+        per_chunk = max(1, min(per_chunk, large // row_bytes))
+        ds = group.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape), dtype=dtype,
+                                  chunks=(per_chunk, *shape))
+        ds.attrs["unit"] = unit if unit is not None else ""
+        return ds
 
     def submit(self, time: np.ndarray, columns: dict[str, np.ndarray]) -> None:
         """Queue a chunk for the writer thread (the arrays must not change afterwards).
 
-        Chunks that queue up while the writer is busy are appended and flushed
-        together; :attr:`stored` counts the chunks in the file.  The caller
-        waits only when :data:`QUEUED_BYTES` are queued.
+        The thread appends what queued every :data:`WRITE_INTERVAL`, as one
+        append; :attr:`stored` counts the chunks in the file.  The caller
+        writes the queue itself when :data:`QUEUED_BYTES` are queued.
         """
         self._raise_failure()
         size = time.nbytes + sum(c.nbytes for c in columns.values())
         with self._lock:
             self._queue.append((time, columns, size))
             self._queued += size
-            idle = self._pending is None or self._pending.done()
+        if not self.submitted:
+            WRITER.add(self)
         self.submitted += 1
-        if idle:
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="hapflow-recorder")
-            self._pending = self._writer.submit(self._write_queued)
         if self._queued > QUEUED_BYTES:
             self.wait()
 
+    def wait(self) -> None:
+        """Store every submitted chunk now, on the calling thread (raising what writing raised)."""
+        self._write_queued()
+        self._raise_failure()
+
     def _write_queued(self) -> None:
-        while True:
+        """Append and flush the queued chunks as one (the writer thread or :meth:`wait`)."""
+        with self._writing:
+            if self._failure is not None or not self.file.id.valid:
+                return
             with self._lock:
                 batch, self._queue = self._queue, []
             if not batch:
                 return
-            time = np.concatenate([b[0] for b in batch])
-            columns = {k: np.concatenate([b[1][k] for b in batch]) for k in batch[0][1]}
-            self.append(time, columns)
+            try:
+                self._append([(time, columns) for time, columns, _ in batch])
+            except BaseException as exc:
+                self._failure = exc
+                raise
             with self._lock:
                 self.stored += len(batch)
                 self._queued -= sum(b[2] for b in batch)
 
-    def wait(self) -> None:
-        """Return when every submitted chunk is stored (raising what writing raised)."""
-        while self.stored < self.submitted:
-            self._raise_failure()
-            pending = self._pending
-            if pending is not None:
-                pending.result()
-            if self._queue and (pending is None or pending.done()):
-                self._pending = self._writer.submit(self._write_queued)
-
     def _raise_failure(self) -> None:
-        pending = self._pending
-        if pending is not None and pending.done() and pending.exception() is not None:
-            raise pending.exception()
+        if self._failure is not None:
+            raise self._failure
 
     def append(self, time: np.ndarray, columns: dict[str, np.ndarray]) -> None:
         """Append one chunk (``time`` and each signal's rows) and flush."""
-        n0, n = self.time.shape[0], time.shape[0]
-        self.time.resize(n0 + n, axis=0)
-        self.time[n0:] = time
-        for name, rows in columns.items():
-            ds = self.datasets[name]
-            ds.resize(n0 + n, axis=0)
-            ds[n0:] = rows
-        self.file.attrs["ticks"] = n0 + n
+        with self._writing:
+            self._append([(time, columns)])
+
+    def _append(self, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> None:
+        """Append chunks, one after the other, and flush once.
+
+        Rows of a wrong shape fail before the file changes; a write that fails
+        shrinks the datasets back, so that they keep ``ticks`` rows.
+        """
+        n0 = self.ticks
+        n1 = n0 + sum(time.shape[0] for time, _ in chunks)
+        parts = [(name, start, self._rows(name, rows))
+                 for start, (time, columns) in zip(_starts(n0, chunks), chunks)
+                 for name, rows in (("/time", time), *columns.items())]
+        spaces = {}
+        try:
+            for ds, shape in self._ids.values():
+                ds.set_extent((n1, *shape))
+                if shape not in spaces:
+                    spaces[shape] = h5py.h5s.create_simple((n1, *shape),
+                                                           (h5py.h5s.UNLIMITED, *shape))
+            for name, start, rows in parts:
+                ds, shape = self._ids[name]
+                space = spaces[shape]
+                space.select_hyperslab((start,) + (0,) * len(shape), rows.shape)
+                ds.write(self._memory(rows.shape), space, rows)
+        except BaseException:
+            for ds, shape in self._ids.values():
+                ds.set_extent((n0, *shape))
+            raise
+        self._ticks_attr.write(np.array(n1, dtype=np.int64))
         self.file.flush()
+        self.ticks = n1
+
+    def _rows(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """``rows`` as a C-contiguous array of dataset ``name``'s row shape."""
+        return np.ascontiguousarray(rows).reshape((rows.shape[0], *self._ids[name][1]))
+
+    def _memory(self, shape: tuple[int, ...]) -> h5py.h5s.SpaceID:
+        space = self._spaces.get(shape)
+        if space is None:
+            space = self._spaces[shape] = h5py.h5s.create_simple(shape)
+        return space
 
     def close(self, status: str = "complete", **attrs: Any) -> None:
         """Store the submitted chunks, write final attributes and close (safe to call twice)."""
+        WRITER.remove(self)
         try:
             self.wait()
         finally:
-            if self._writer is not None:
-                self._writer.shutdown()
-                self._writer = None
-        if not self.file.id.valid:
-            return
-        self.file.attrs.update(attrs)
-        self.file.attrs["status"] = status
-        self.file.attrs["complete"] = status == "complete"
-        self.file.close()
+            with self._writing:
+                if self.file.id.valid:
+                    status = "error" if self._failure is not None else status
+                    try:
+                        self.file.attrs.update(attrs)
+                        self.file.attrs["status"] = status
+                        self.file.attrs["complete"] = status == "complete"
+                    finally:
+                        self.file.close()
+
+
+def _starts(n0: int, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> list[int]:
+    """First row of each chunk appended after row ``n0``."""
+    return list(accumulate((time.shape[0] for time, _ in chunks[:-1]), initial=n0))
+
+
+class _WriterThread:
+    """The process's one HDF5 writer thread: every :data:`WRITE_INTERVAL` it stores what the
+    recorders that :meth:`Recorder.submit` to queued, and sleeps while there are none.
+    Started once and kept: starting a thread for every run cost about as much as the
+    4 kHz rig's kernel.  One thread serves every recorder (h5py runs one HDF5 call at a
+    time anyway).  A forked child starts its own (the parent's thread is not there)."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+        atexit.register(self._write_all)          # what an unclosed recorder queued
+
+    def _reset(self) -> None:
+        self._recorders: list[Recorder] = []
+        self._open = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, rec: Recorder) -> None:
+        with self._open:
+            self._recorders.append(rec)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hapflow-recorder",
+                                                daemon=True)
+                self._thread.start()
+            self._open.notify()
+
+    def remove(self, rec: Recorder) -> None:
+        with self._open:
+            if rec in self._recorders:
+                self._recorders.remove(rec)
+
+    def _run(self) -> None:
+        while True:
+            with self._open:
+                self._open.wait_for(lambda: self._recorders)
+            _time.sleep(WRITE_INTERVAL)
+            self._write_all()
+
+    def _write_all(self) -> None:
+        with self._open:
+            recorders = list(self._recorders)
+        for rec in recorders:
+            try:
+                rec._write_queued()
+            except Exception:                      # kept: the recorder's caller gets it
+                pass
+
+
+WRITER = _WriterThread()
 
 
 @dataclass

@@ -373,7 +373,7 @@ class Simulation:
             graph_yaml=to_yaml(g), graph_source=getattr(g, "source_text", None), name=g.name,
             rate=g.rate, seed=g.seed, duration=g.duration, solver=g.solver,
             hapflow_version=__version__, numba_version=numba.__version__,
-            interpreted=self.program.interpreted))
+            interpreted=self.program.interpreted), rows=self.chunk_ticks)
 
     def run(self, duration: float | None = None, out: str | Path | None = None,
             progress: bool | None = None,

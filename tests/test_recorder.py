@@ -102,3 +102,98 @@ def test_run_killed_with_sigkill_leaves_readable_file_with_completed_chunks(tmp_
     reference = hf.Simulation(mixed_graph()).run(n / 1000.0)
     for name in reference.signals:
         assert np.array_equal(rec[name], reference[name]), name
+
+
+TYPED = {"a.y": ((1,), "f8", "m"), "b.y": ((2, 2), "i8", ""), "c.y": ((3,), "b1", "")}
+
+
+def _chunk(k: int, n: int = 4000):
+    """Chunk ``k`` of ``n`` rows of every TYPED signal, each row telling its tick."""
+    ticks = np.arange(k * n, (k + 1) * n)
+    return ticks / 1000.0, {"a.y": ticks[:, None] * 0.5,
+                            "b.y": ticks[:, None, None] * np.array([[1, -1], [2, 3]]),
+                            "c.y": ticks[:, None] % np.array([2, 3, 5]) == 0}
+
+
+def _stored(rec, count, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while rec.stored < count and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return rec.stored
+
+
+def test_submitted_chunks_reach_the_file_on_the_writer_thread(tmp_path):
+    """Without wait(): the writer thread stores each queued chunk, rows in order, each signal
+    in its shape and dtype, and `ticks` keeps up with the rows."""
+    out = tmp_path / "w.h5"
+    rec = Recorder(out, TYPED, {"rate": 1000.0}, rows=4000)
+    chunks = [_chunk(k) for k in range(3)]
+    for t, cols in chunks:
+        rec.submit(t, cols)
+    assert _stored(rec, 3) == 3
+    with h5py.File(out, "r") as f:             # the file holds them before the run closes it
+        assert f.attrs["ticks"] == f["time"].shape[0] == 12000
+    rec.close()
+    got = hf.recorder.load(out)
+    assert np.array_equal(got.time, np.concatenate([t for t, _ in chunks]))
+    for name, (shape, dtype, _) in TYPED.items():
+        want = np.concatenate([cols[name] for _, cols in chunks])
+        assert got[name].shape == (12000, *shape) and got[name].dtype == np.dtype(
+            {"f8": "float64", "i8": "int64", "b1": "bool"}[dtype])
+        assert np.array_equal(got[name], want), name
+
+
+def test_a_failed_write_reaches_the_caller_and_the_file_still_closes(tmp_path):
+    """A chunk the writer thread cannot store (rows of the wrong shape) raises in the caller's
+    next call; close() still closes the file, marked 'error', with the chunks stored before."""
+    out = tmp_path / "e.h5"
+    rec = Recorder(out, TYPED, {"rate": 1000.0})
+    t, cols = _chunk(0)
+    rec.submit(t, cols)
+    rec.wait()
+    t, cols = _chunk(1)
+    rec.submit(t, dict(cols, **{"c.y": np.zeros((4000, 4), dtype=bool)}))
+    assert _stored(rec, 2, timeout=2.0) == 1
+    with pytest.raises(ValueError):
+        rec.close()
+    got = hf.recorder.load(out)
+    assert got.attrs["status"] == "error" and got.time.size == got.attrs["ticks"] == 4000
+
+
+FORKED_CHILD_RECORDS = textwrap.dedent("""
+    import multiprocessing, sys, numpy as np
+    from tests.test_recorder import TYPED, _chunk, _stored
+    from hapflow.recorder import Recorder, load
+
+    def child(path):
+        rec = Recorder(path, TYPED, {"rate": 1000.0})
+        rec.submit(*_chunk(0))
+        ok = _stored(rec, 1, timeout=20.0) == 1        # the child's own writer thread
+        rec.close()
+        sys.exit(0 if ok and load(path).time.size == 4000 else 1)
+
+    if __name__ == "__main__":
+        parent = Recorder(sys.argv[1] + ".parent.h5", TYPED, {"rate": 1000.0})
+        parent.submit(*_chunk(0))                        # the parent's writer thread runs
+        parent.wait()
+        proc = multiprocessing.get_context("fork").Process(target=child, args=(sys.argv[1],))
+        proc.start()
+        proc.join(120)
+        code = proc.exitcode
+        if code is None:                                 # stuck (a lock copied while held)
+            proc.kill()
+            proc.join()
+        parent.close()
+        sys.exit(0 if code == 0 else 1)
+""")
+
+
+def test_a_forked_child_records_with_a_writer_thread_of_its_own(tmp_path):
+    """A fork copies the parent's writer state but not its thread: the child starts its own."""
+    script = tmp_path / "fork_child.py"
+    script.write_text(FORKED_CHILD_RECORDS)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "child.h5")], cwd=root,
+                          env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
