@@ -31,6 +31,9 @@ arguments, sample-hit condition).  Two ways to turn phases into code:
     devices) generate the same text and share one compiled function, and a
     graph edit recompiles only the units that changed.  ``run`` calls one
     function per phase, which calls the units with their offsets.
+    ``init_all`` calls the units of the ``init`` kernels, then the tick's
+    outputs phase with its start flag set (held outputs only): the held
+    outputs are compiled once, not again for the start.
 
 :func:`hapflow.compiler.choose_mode` picks between them (its
 ``FUSED_MAX_LINES`` says what was measured).
@@ -65,11 +68,15 @@ from .schedule import Call, Schedule
 
 EVENT_TOL = 1e-10
 """Event time tolerance as a fraction of the tick length."""
-UNIT_ARGS = ("f", "m", "si", "sb", "F", "M", "SI", "SB", "i", "t", "k", "r")
+UNIT_ARGS = ("f", "m", "si", "sb", "F", "M", "SI", "SB", "i", "t", "k", "r", "start")
 """Leading parameters a compile unit may take: the run-time arrays (of one run, or of
-a group of lanes), the tick index, the time, a guard index (resets) and the lane; it
-takes those its code names, then its base offsets.  Every argument costs: an array is
+a group of lanes), the tick index, the time, a guard index (resets), the lane and the
+start flag (outputs: 1 runs only the held outputs, for ``init_all``); it takes those
+its code names, then its base offsets.  Every argument costs: an array is
 passed as seven machine words, and units are called a few times per tick."""
+
+TICK_ONLY = "if start == 0:"
+"""Condition of a site of the outputs phase that ``init_all`` does not run (units)."""
 
 RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
 """The distinct arrays a run or a unit indexes (see :func:`hapflow.reuse.reuse_calls`)."""
@@ -211,7 +218,7 @@ class Generator:
         self.offsets: dict[int, int] = {}
         self.unit_memo: dict[tuple, UnitSource] = {}
         self.structures: dict[str, str] = {}
-        self.phases: dict[str, list[str]] = {}
+        self.phases: dict[str, tuple[str, list[str]]] = {}
         self.sites = 0
         self.checked = checked
         self.graph = checked.graph
@@ -358,8 +365,11 @@ class Generator:
 
     # ------------------------------------------------------------ phases
     def _phase(self, src: _Source, depth: int, name: str, sites: list[Site],
-               t: str, target: str | None = None) -> None:
-        """Emit ``sites`` (fused) or a call of phase function ``name`` (units)."""
+               t: str, target: str | None = None, start: int | None = None) -> None:
+        """Emit ``sites`` (fused) or a call of phase function ``name`` (units).
+
+        ``start`` (units, phase ``outputs`` only): the value of the phase's start
+        flag, when its sites are conditioned on one (see :meth:`_outputs`)."""
         if self.mode == "fused":
             for site in sites:
                 src.emit(depth, *self._fused(site))
@@ -367,9 +377,11 @@ class Generator:
         if not sites:
             return
         if name not in self.phases:
-            self.phases[name] = self._unit_calls(sites)
-        args = f"{self._arrays}, i, {t}" + (f", {self._constant(int(target))}"
-                                             if target is not None else "")
+            extra = ", dx" if name == "derivs" else ", gv" if name == "guards" else ""
+            extra += ", start" if start is not None else ""
+            self.phases[name] = (extra, self._unit_calls(sites))
+        args = f"{self._arrays}, i, {t}" + "".join(
+            f", {self._constant(int(v))}" for v in (target, start) if v is not None)
         src.emit(depth, f"ph_{name}({args})")
 
     @property
@@ -379,11 +391,19 @@ class Generator:
         return f"{a['f']}, {a['m']}, {a['si']}, {a['sb']}" + (", r" if self.address.width else "")
 
     def _unit_calls(self, sites: list[Site]) -> list[str]:
-        """Calls of the compile units that run ``sites`` (the body of a phase function)."""
+        """Calls of the compile units that run ``sites`` (the body of a phase function).
+
+        A unit whose every site runs only in the tick proper (``if start == 0:``)
+        is called under that condition and generated without it: the same code as
+        those sites anywhere else, and no start flag to pass."""
         lines = []
         for group in cut(sites, self._site_cost, self._site_key, self.unit_lines):
+            tick_only = all(site.hit == TICK_ONLY for site in group)
+            if tick_only:
+                group = [replace(site, hit=None) for site in group]
             unit, bases = self._unit(group)
-            lines.append(unit.call(dict(zip(UNIT_ARGS, UNIT_ARGS), k="0"), bases))
+            call = unit.call(dict(zip(UNIT_ARGS, UNIT_ARGS), k="0"), bases)
+            lines += [TICK_ONLY, "    " + call] if tick_only else [call]
         return lines
 
     def _site_cost(self, site: Site) -> int:
@@ -449,19 +469,21 @@ class Generator:
         self.globals, self.views, self.kernel_names, self.origins = {}, {}, {}, {}
         try:
             body, firsts = [], []
+            hit = None
             for j, site in enumerate(moved):
                 block = self.graph.nodes[site.block].block
                 firsts.append(len(body))
-                body.append(f"# {type(block).__name__}.{site.kind}")
+                if site.hit and site.hit != hit:    # consecutive sites under one condition
+                    body.append(site.hit)
+                hit = site.hit
+                indent = "    " if site.hit else ""
+                body.append(f"{indent}# {type(block).__name__}.{site.kind}")
                 self.views = {}
                 lines = self._lines(site, f"c{j}_")
                 # views where they are used: a unit runs every tick, and a slice costs
                 # a dozen instructions to normalise (hoisted before the loop when fused)
                 lines = [f"{k} = {v}" for k, v in self.views.items()] + lines
-                if site.hit:
-                    body += [site.hit, *("    " + line for line in lines)]
-                else:
-                    body += lines
+                body += [indent + line for line in lines]
             body = reuse_calls(body, pure_names({**self.globals, **self.kernel_names}),
                                RUN_ARRAYS)
             names = {n.id for n in ast.walk(ast.parse("\n".join(body))) if isinstance(n, ast.Name)}
@@ -613,8 +635,7 @@ class Generator:
         src = _Source()
         src.emit(0, "i = tick0 + k", f"t = i / {self.graph.rate!r}")
         t = "t"
-        self._phase(src, 0, "outputs", [self._output_site(c, t, hit=True)
-                                        for c in self.schedule.calls], t)
+        self._phase(src, 0, "outputs", self._outputs(t), t, start=0 if self._starts else None)
         if self.mode == "fused" or len(self.layout.log) <= 8 or self.address.width:
             self._log(src, 0)
         else:
@@ -637,18 +658,45 @@ class Generator:
             lines.append(f"stats = {view('stats', 0, STATS_SIZE)}")
         return lines
 
+    @property
+    def _starts(self) -> bool:
+        """Whether the outputs phase takes a start flag: units with held outputs."""
+        return self.mode == "units" and any(c.block in self.schedule.held
+                                            for c in self.schedule.calls)
+
+    def _outputs(self, t: str) -> list[Site]:
+        """The output calls of a tick, held blocks' at their sample hits.
+
+        With a start flag (:attr:`_starts`) the same sites also give ``init_all``
+        its held outputs: a held site runs at its hits or when ``start`` is set,
+        any other site only when it is not (:data:`TICK_ONLY`).  ``init_all``
+        calls the tick's own phase function: no second copy of the held outputs
+        to compile."""
+        sites = [self._output_site(c, t, hit=True) for c in self.schedule.calls]
+        if not self._starts:
+            return sites
+        held = self.schedule.held
+        return [replace(site, hit=TICK_ONLY if site.block not in held else
+                        site.hit and site.hit.replace("if ", "if start != 0 or ", 1))
+                for site in sites]
+
     def _init(self) -> _Source:
-        """``init_all``: every ``init`` kernel, then the held outputs from the initial state."""
+        """``init_all``: every ``init`` kernel, then the held outputs from the initial state
+        (units: the tick's outputs phase with its start flag set)."""
         self.views = {}
         body = _Source()
-        t = "t" if self.mode == "units" else "0.0"
+        units = self.mode == "units"
+        t = "t" if units else "0.0"
         sites = [self._site(block, "init", t, []) for block in self.graph.nodes
                  if "init" in self.graph.nodes[block].block.kernels()]
-        sites += [self._output_site(call, t) for call in self.schedule.calls
-                  if call.block in self.schedule.held]
-        if self.mode == "units" and sites:
+        if not units:
+            sites += [self._output_site(call, t) for call in self.schedule.calls
+                      if call.block in self.schedule.held]
+        if units and (sites or self._starts):
             body.emit(1, "i = 0")
         self._phase(body, 1, "start", sites, "0.0")
+        if self._starts:
+            self._phase(body, 1, "outputs", self._outputs(t), "0.0", start=1)
         src = _Source()
         src.emit(0, "@jit", "def init_all(f, m, si, sb):")
         src.emit(1, *[f"{k} = {v}" for k, v in self.views.items()])
@@ -658,9 +706,8 @@ class Generator:
 
     def _phase_functions(self) -> _Source:
         src = _Source()
-        for name, calls in self.phases.items():
-            target = ", dx" if name == "derivs" else ", gv" if name == "guards" else ""
-            src.emit(0, "", "", "@cjit", f"def ph_{name}({self._arrays}, i, t{target}):")
+        for name, (extra, calls) in self.phases.items():
+            src.emit(0, "", "", "@cjit", f"def ph_{name}({self._arrays}, i, t{extra}):")
             src.emit(1, *calls, "return 0")
         if self.mode == "units" and len(self.layout.log) > 8 and not self.address.width:
             src.emit(0, "", "", "@jit", "def record(f, m, si, sb, log, k):")

@@ -33,12 +33,30 @@ pass from its ``numba:run_pass`` events, exclusive of nested compiles):
 - compiling a helper again for another literal argument value (``False``
   flags, section offsets): 40 extra compiles of 17 functions, 4 s.
 
-Of the units, ``init_all``'s (the ``init`` kernels and every held output,
-inlined a second time) cost about a fifth: with an empty ``init_all`` the
-same graph compiled 63 units in 79 s against 78 units in 96-98 s (load
-8-12), a lever not yet taken (it runs once per run, so its code need not
-be fast, but interpreting it would compile the helpers again for Python's
-argument types).
+``init_all`` compiles no output code of its own: it calls the ``init``
+kernels' units, then the tick's own outputs phase with its start flag set,
+which runs every held output once and no other
+(:meth:`hapflow.codegen.Generator._outputs`).  Its units used to hold
+every held output a second time, without its sample-hit condition: a fifth
+of the units' compile by the earlier estimate (with an empty ``init_all``
+this graph compiled 63 units in 79 s against 78 in 96-98 s).  Measured
+before / after, alternating in one session at load 8-11 (cold CPU s of
+``Simulation``, fresh caches): distinct N = 300 (``bench/compile.py
+--sizes 300 --fused-max 0``) 78 -> 67 units, 110, 99 -> 101, 100 s, a
+gain lost in the noise; distinct N = 100 32 -> 26 units, 59, 57 -> 56,
+53 s; replicated N = 300 10 -> 8 units, 5.0, 3.9 -> 4.8, 4.6 s; run speed
+unchanged (replicated N = 300, 5 alternating warm runs: median 8.5
+against 8.5 ns per block and tick).  Presumably (not measured) much of
+what the old start units cost was the helpers they compiled first, which
+the tick's units now compile instead.  The fused mode keeps its inlined
+``init_all``: there numba's compile of ``init_all`` itself (helpers
+excluded) took 0.23-1.7 s of 2.3-47 s per graph (``graphs/virtual_wall``,
+``colton2005_sweep``, ``kkf_probe``, ``flexible_link_ekf``,
+``slider_crank_torque``), the helpers it shares with ``run`` being the
+bulk; sharing the outputs with ``run`` would take them out of the one fused
+function (views made every tick, no reuse of a pure call across phases) for
+at most that.  Compiling it without LLVM optimisation (``optnone``) saved
+nothing (1.69 against 1.73 s): the cost is numba's typing and lowering.
 
 Unit size is no lever there (K below is ``unit_lines``; CPU s, ns per block
 and tick at load 6-7): K = 120 lines 101 s / 109 ns, 240 97 s / 108 ns,
@@ -621,7 +639,7 @@ def unit_signature(unit: UnitSource) -> numba.core.typing.Signature:
     C-contiguous run-time arrays."""
     t = numba.types
     kinds = dict(f=t.float64[::1], m=t.int64[::1], si=t.int64[::1], sb=t.boolean[::1],
-                 i=t.int64, t=t.float64, k=t.int64, r=t.int64)
+                 i=t.int64, t=t.float64, k=t.int64, r=t.int64, start=t.int64)
     kinds.update(F=kinds["f"], M=kinds["m"], SI=kinds["si"], SB=kinds["sb"])
     return t.int64(*(kinds[p] for p in unit.params), *[t.int64] * unit.bases)
 

@@ -1,5 +1,6 @@
 """Code generation as compile units: same bits as the reference, shared units, bounded size,
 a readable source, and compile errors that name the block."""
+import ast
 import importlib.util
 import os
 import subprocess
@@ -12,9 +13,11 @@ from numba import njit
 from numba.core import event
 
 import hapflow as hf
+from hapflow.block import Block
 from hapflow.compiler import compile_graph
 from hapflow.layout import float_bases
 from hapflow.partition import cut
+from hapflow.ports import Out
 from tests.helpers import Allocating, mixed_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,6 +137,60 @@ def test_cut_bounds_groups_and_repeats_a_period():
     assert big == [["x"], ["y"], ["z"]]                      # an oversized site stands alone
 
 
+class OutputCalls(Block, register=False):
+    """Test block counting the calls of its output kernel in its integer state: a side
+    effect, like a random draw, that must happen as often in every mode.
+
+    Ports
+    -----
+    y : out, (1,), any unit    calls so far
+    """
+
+    outputs = {"y": Out(1)}
+    istate = 1
+
+    @staticmethod
+    @njit
+    def output(t, x, d, m, p, y):
+        m[0] += 1
+        y[0] = m[0]
+
+
+@pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
+@pytest.mark.parametrize("mode", ["fused", "units"])
+def test_init_all_runs_each_held_output_once_and_no_other_output(mode, interpret):
+    g = hf.Graph(name="output_calls", rate=1000, duration=0.02)
+    g.add("fast", OutputCalls())
+    g.add("slow", OutputCalls(), rate=250, offset=2)       # held: hits at ticks 2, 6, 10 ...
+    g.record("fast.y", "slow.y")
+    result = hf.Simulation(g, mode=mode, interpret=interpret).run(0.02, progress=False)
+    k = np.arange(20)
+    assert np.array_equal(result["fast.y"].ravel(), k + 1)         # every tick, not at start
+    assert np.array_equal(result["slow.y"].ravel(),                # at start, then its hits
+                          1 + np.where(k >= 2, (k - 2) // 4 + 1, 0))
+
+
+def _unit_calls(source: str) -> dict[str, set[str]]:
+    """The compile units each function of a generated main module calls, by function name."""
+    calls = {}
+    for fn in ast.parse(source).body:
+        if isinstance(fn, ast.FunctionDef):
+            calls[fn.name] = {node.func.id for node in ast.walk(fn) if isinstance(node, ast.Call)
+                              and isinstance(node.func, ast.Name)}
+    return calls
+
+
+def test_init_all_runs_the_held_outputs_with_the_units_of_the_tick():
+    program = compile_graph(families.distinct(100, seed=2), mode="units", interpret=True)
+    calls = _unit_calls(program.source)
+    assert "ph_outputs" in calls["init_all"]
+    outputs = [name for name, unit in program.units.items() if ".output\n" in unit.source]
+    assert len(outputs) > 10
+    tick = set().union(*(calls[f"ph_{phase}"] for phase in ("outputs", "chain")))
+    assert set(outputs) <= tick             # no second copy of an output site to compile
+    assert not any(unit.startswith("hu_") and unit in tick for unit in calls["ph_start"])
+
+
 def test_a_kernel_that_allocates_still_runs_in_units():
     g = mixed_graph()
     g.add("alloc", Allocating())
@@ -223,6 +280,10 @@ def test_units_compiled_by_child_processes_are_loaded_here_from_the_cache(tmp_pa
         filt = g.nodes["c1_filt"].block               # an order no other test compiles
         g.nodes["c1_filt"].block = type(filt)(num=[0.03, 0.03, 0.03], den=[1.0, -0.6, 0.08])
         g.nodes["c1_filt"].block.sample_time = filt.sample_time
+        # and a tick offset no other test gives a PID: the units of its sites are new too,
+        # so two of the units to compile share its helpers (a seed) whatever the other
+        # tests of this process compiled before (init_all shares the tick's units)
+        g.nodes["c0_pid"].offset = 1
         return g
 
     seeds = []
