@@ -649,7 +649,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
     linear, linear_h = f is None, h is None     # z = H x: H the block's or the first states
 
     @njit_noalloc
-    def _joseph(d, hm, ho, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN):
+    def _joseph(d, hm, ho, p, pr, c, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN):
         """Kalman correction of the prior ``(d[XP], d[PP])`` by the innovation ``d[Y]``.
 
         ``H = hm[ho:]`` (m x n), ``R = p[pr:]``::
@@ -661,8 +661,9 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         work areas of ``d``.  The Joseph product is formed as ``T = Pp - K (Pp H')'``,
         ``P = T - (T H') K' + (K R) K'`` (lower triangle, mirrored): the same products
         with the identity distributed, about half the multiplications of forming
-        ``I - K H``.
+        ``I - K H``.  The sizes come from the layout ``c``, as constants.
         """
+        n, m = c.n, c.m
         op_pht(d, PP, hm, ho, d, PHT, n, n, m, True, False, False)
         op_hpht(hm, ho, d, PHT, d, S, m, n, m, False, False, True)
         for i in range(m * m):
@@ -710,7 +711,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             for j in range(n):
                 s += p[ph + i * n + j] * d[XP + j]
             d[Y + i] = z[i] - s
-        _joseph(d, p, ph, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
+        _joseph(d, p, ph, p, pr, c, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
     @njit_noalloc(inline="always")
@@ -745,11 +746,13 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             h(s, so, out, oo, p, c.coeffs)
 
     @njit_noalloc
-    def _fd_columns(d, p, x, xo, jac, jo, rows, n, wa, wb, u, mode, w, meas, c):
-        """Central-difference Jacobian (rows x n) of ``f`` (``meas`` false) or ``h`` at ``x[xo:]``.
+    def _fd_columns(d, p, x, xo, jac, jo, wa, wb, u, mode, w, meas, c):
+        """Central-difference Jacobian of ``f`` (``meas`` false: n x n) or ``h`` (m x n) at
+        ``x[xo:]``.
 
         ``d[wa:]``, ``d[wb:]`` hold the two evaluations; ``x`` is perturbed in place and restored.
         """
+        n, rows = c.n, c.m if meas else c.n
         for j in range(n):
             x0 = x[xo + j]
             step = FD_STEP * max(1.0, abs(x0))
@@ -782,7 +785,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         elif fjac is not None and not numeric:
             fjac(d, X, p, c.coeffs, u, p[c.dt], mode, d, FJ, W)
         else:
-            _fd_columns(d, p, d, X, d, FJ, n, n, WA, WB, u, mode, W, False, c)
+            _fd_columns(d, p, d, X, d, FJ, WA, WB, u, mode, W, False, c)
         op_nnn(d, FJ, d, P, d, T, n, n, n, False, False, False)
         op_nnt(d, T, d, FJ, d, PP, n, n, n, True, False, True)
         pq = c.Q
@@ -798,19 +801,19 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             for i in range(m * n):
                 d[HJ + i] = p[c.H + i]
         else:
-            _fd_columns(d, p, d, XP, d, HJ, m, n, WA, WB, u, mode, W, True, c)
-        _joseph(d, d, HJ, p, c.R, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
+            _fd_columns(d, p, d, XP, d, HJ, WA, WB, u, mode, W, True, c)
+        _joseph(d, d, HJ, p, c.R, c, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
     @njit_noalloc
-    def _sigmas(d, p, xo, po, lo, so, n, c):
+    def _sigmas(d, p, xo, po, lo, so, c):
         """Sigma points of ``(x, P)`` as rows of ``d[so:]`` (:func:`_sigma_points`).
 
         Merwe's scaled symmetric set from ``L L' = (n + lambda) P``; Julier's
         spherical simplex ``x + L chi_i`` (``i = 0 .. n+1``) from ``L L' = P`` and
         the unit simplex ``chi`` computed at build time (:func:`simplex_points`).
         """
-        simplex = c.simplex != 0
+        n, simplex = c.n, c.simplex != 0
         op_chol_n(d, po, 1.0 if simplex else p[c.lamn], d, lo, n)
         op_points(d, p, xo, lo, so, n, c.ns, simplex, c.chi)
 
@@ -822,7 +825,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         X, P, XN, PN, SIG, SF, SH, LC, XP, PP, ZP, S, LS, PXZ, K, Y, T, MO = _ukf_offsets(n, m, ns)
         mode, W = _start(d, p, X, MO, u, c), MO + 2
         # predict: propagate the sigma points of (x, P) and take their weighted moments
-        _sigmas(d, p, X, P, LC, SIG, n, c)
+        _sigmas(d, p, X, P, LC, SIG, c)
         for i in range(ns):
             _fx(p, d, SIG + i * n, d, SF + i * n, u, mode, W, c)
         op_wmean_n(d, SF, n, ns, p, pwm, XP)
@@ -840,7 +843,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
                 d[S + i] += p[c.R + i]
         else:
             # update: fresh sigma points of the prior through the measurement
-            _sigmas(d, p, XP, PP, LC, SIG, n, c)
+            _sigmas(d, p, XP, PP, LC, SIG, c)
             for i in range(ns):
                 _hx(p, d, SIG + i * n, d, SH + i * m, c)
             op_wmean_m(d, SH, m, ns, p, pwm, ZP)

@@ -15,6 +15,16 @@ digest of its text and of every module its functions reach
 (:func:`hapflow.compiler.module_digest`), as compile units are, so an edit of
 any of them gives a new module and the old machine code is never loaded
 for the new code.
+
+The generated functions are compiled once per argument *types*
+(:class:`FrozenDispatcher`), not once per literal value: numba types a
+constant argument (``_fx(p, d, X, ...)`` with ``X = 0``) as that literal
+value and compiles the callee again for it, so a step called with an
+offset that is a constant at one call site and computed at another was
+compiled two or three times per process.  Sizes and offsets that should be
+constants reach the code through the filter's layout tuple, whose fields
+are literal in its type (``blocks/estimation.py``) and which is kept as it
+is.
 """
 from __future__ import annotations
 
@@ -24,7 +34,10 @@ import types
 from typing import Any, Callable
 
 import numba
+from numba.core import types as nbtypes
 from numba.core.dispatcher import Dispatcher
+from numba.core.registry import CPUDispatcher
+from numba.core.typing.typeof import Purpose, typeof
 
 from .compiler import load_module, module_digest
 from .inline import source
@@ -81,12 +94,55 @@ def _exact(value: Any) -> bool:
         return False
 
 
+class FrozenDispatcher(CPUDispatcher):
+    """A frozen function's dispatcher: one compiled version per argument types, whoever calls.
+
+    Called from compiled code, a literal integer or boolean argument (numba's
+    ``Literal[int](4)``) is typed as ``int64`` (``bool``), so call sites that
+    pass a constant and call sites that pass a computed value share one
+    compiled function.  Called from Python (an interpreted kernel calling a
+    filter step), a named-tuple argument is typed as compiled code types it
+    as a constant, with literal fields (``blocks/estimation.py``'s layouts),
+    so the interpreted reference runs the very code the compiled kernel
+    compiled instead of compiling the steps again for run-time sizes.
+    numba's own call path cannot do that: it types a call's arguments by
+    their Python types, and would run the version compiled for one layout
+    on another.
+    """
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(map(_plain, args)),
+                                         {key: _plain(value) for key, value in kws.items()})
+
+    def __call__(self, *args: Any) -> Any:
+        if not any(isinstance(arg, tuple) for arg in args):
+            return super().__call__(*args)
+        signature = tuple(typeof(arg, Purpose.constant if isinstance(arg, tuple)
+                                 else Purpose.argument) for arg in args)
+        return self.compile(signature)(*args)
+
+
+def _plain(typ: Any) -> Any:
+    return nbtypes.unliteral(typ) if isinstance(typ, nbtypes.Literal) else typ
+
+
+def frozen_njit(**options: Any) -> Callable[[Callable], FrozenDispatcher]:
+    """``numba.njit(**options)`` making a :class:`FrozenDispatcher`."""
+    def decorate(fn: Callable) -> FrozenDispatcher:
+        compiled = numba.njit(**options)(fn)
+        plain = FrozenDispatcher(py_func=fn, locals={}, targetoptions=compiled.targetoptions)
+        if options.get("cache"):
+            plain.enable_caching()
+        return plain
+    return decorate
+
+
 class _Module:
     """The text and namespace of one generated module, built function by function."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []
-        self.namespace: dict[str, Any] = {"njit": numba.njit}
+        self.namespace: dict[str, Any] = {"frozen_njit": frozen_njit}
         self.globals: dict[str, Any] = {}                 # globals the functions read
         self.taken: set[str] = set()
         self.emitted: dict[int, str] = {}                 # id of a dispatcher -> its name
@@ -186,4 +242,4 @@ def _definition(py: types.FunctionType, name: str, renames: dict[str, str],
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and sub.id in renames:
             sub.id = renames[sub.id]
-    return f"@njit({_options(options)}, cache=True)\n{ast.unparse(node)}\n"
+    return f"@frozen_njit({_options(options)}, cache=True)\n{ast.unparse(node)}\n"

@@ -155,3 +155,34 @@ def test_a_capture_without_exact_text_is_refused():
 
     with pytest.raises(TypeError, match="captures table, a ndarray"):
         frozen(reads)
+
+
+def _summing(scale):
+    @njit
+    def total(a, start, negate, layout):
+        s = 0.0
+        for i in range(layout.n):                    # the layout's size: a constant
+            s += a[start + i]
+        return -scale * s if negate else scale * s
+    return total
+
+
+def test_a_frozen_function_is_compiled_once_whoever_calls_it():
+    """A constant offset or flag at one call site and a computed one at another, and a Python
+    call (an interpreted kernel) with the layout compiled code has as a constant, share one
+    compiled version; a call with another layout runs that layout's version."""
+    from hapflow.blocks.estimation import Layout
+    (total,) = frozen(_summing(2.0))
+    three = Layout(3, *range(19))
+    two = Layout(2, *range(19))
+
+    @njit
+    def kernel(a, start):
+        return total(a, 0, True, three) + total(a, start, False, three)
+
+    a = np.array([1.0, 2.0, 4.0, 8.0])
+    assert kernel(a, 1) == -2.0 * 7.0 + 2.0 * 14.0
+    assert total(a, 1, False, three) == 28.0           # from Python: the kernel's version
+    assert len(total.signatures) == 1, total.signatures
+    assert total(a, 1, False, two) == 12.0             # not the version for three
+    assert len(total.signatures) == 2
