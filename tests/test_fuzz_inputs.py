@@ -177,7 +177,7 @@ def test_mutated_study_file_is_accepted_or_one_located_error(case, memory):
 OPTIONS = {"run": ["--duration", "--chunk", "--out", "--plot", "--set", "--mode", "--max-lateness",
                    "--max-overruns", "--fifo", "--cpu"],
            "check": ["--draw"]}
-VALUES = ["nan", "inf", "-inf", "-1", "0", "1e300", "1e-300", "", "x", "/", "/nonexistent/x/y.h5",
+VALUES = ["nan", "inf", "-inf", "-1", "0", "1e300", "1e-300", "", "x", "/", "missing/x/y.h5",
           "drive.amplitude=!!python/name:os.system", "drive.amplitude=.nan", "drive.nosuch=1",
           "plant.mass=-1", "hil", "65536x", "2.5", "d.h5", "d.png", "x" * 300 + ".h5",
           "x" * 300 + ".png", "/proc/x.h5"]
