@@ -1,6 +1,7 @@
 """Shared test setup: a per-session numba/hapflow cache folder, child processes that do not
 outlive their test, and a suite that writes nothing into the working tree."""
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,10 @@ def working_tree_files() -> dict[str, int]:
 
 
 def pytest_sessionstart(session):
+    # a suite started as a background job of a non-interactive shell inherits SIGINT ignored
+    # (and so would every `hapflow run` a test starts): the Ctrl-C tests need Python's default
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not hasattr(session.config, "workerinput"):          # once, in the xdist controller
         session.config.stash[TREE] = working_tree_files()
 
