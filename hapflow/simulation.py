@@ -351,14 +351,20 @@ class Simulation:
                             "(an unstable loop, a too-large step for a stiff system)")
         return "state became non-finite"
 
-    def columns(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Split log rows into ``"block.port"`` arrays of the ports' shapes and dtypes."""
+    def columns(self, rows: np.ndarray, copy: bool = True) -> dict[str, np.ndarray]:
+        """Split log rows into ``"block.port"`` arrays of the ports' shapes and dtypes.
+
+        With ``copy`` false (rows the caller owns: the simulation's own log buffer is
+        overwritten by the next chunk), a signal that is already a contiguous float
+        column of ``rows`` is returned as a view of it.
+        """
         out = {}
         for (block, port), col in self.layout.log.items():
             spec = self.graph.nodes[block].block.outputs[port]
             values = rows[:, col.start:col.stop].reshape((rows.shape[0], *spec.shape))
-            out[f"{block}.{port}"] = values.astype({"f8": np.float64, "i8": np.int64,
-                                                    "b1": np.bool_}[spec.dtype])
+            dtype = {"f8": np.float64, "i8": np.int64, "b1": np.bool_}[spec.dtype]
+            out[f"{block}.{port}"] = (np.ascontiguousarray(values, dtype) if not copy
+                                      else values.astype(dtype))
         return out
 
     def recorder(self, path: str | Path) -> Recorder:
@@ -449,9 +455,10 @@ class Simulation:
                               event_overflows=int(stats[OVERFLOW]))
         wall = _time.perf_counter() - start
         time = signals = None               # of a file: read from it when asked for
-        if kept is not None:
-            time = np.arange(first, first + done, dtype=np.float64) / self.graph.rate
-            signals = self.columns(kept.rows(done))
+        if kept is not None:      # copying the rows was 4 % of the 4 kHz rig's kernel time
+            time = np.arange(first, first + done, dtype=np.float64)
+            time /= self.graph.rate
+            signals = self.columns(kept.rows(done), copy=False)
         return RunResult(done, wall, self.graph.rate, time, signals,
                          path=Path(out) if out else None, events=int(stats[EVENTS]),
                          event_overflows=int(stats[OVERFLOW]))
