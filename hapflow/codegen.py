@@ -506,11 +506,14 @@ class Generator:
         return unit, bases
 
     # ------------------------------------------------------------ pieces
-    def _hit(self, block: str) -> str | None:
+    def _hit(self, block: str, start: bool = False) -> str | None:
+        """The sample-hit condition of ``block`` (None: every tick); with ``start``, also
+        true when the start flag is set (a held output in ``init_all``)."""
         node = self.graph.nodes[block]
         if node.divider == 1:
             return None
-        return f"if (i - {node.offset}) % {node.divider} == 0:"
+        either = "start != 0 or " if start else ""
+        return f"if {either}(i - {node.offset}) % {node.divider} == 0:"
 
     def _chain(self, src: _Source, depth: int, t: str) -> None:
         self._phase(src, depth, "chain", [self._output_site(c, "t" if self.mode == "units" else t)
@@ -676,9 +679,8 @@ class Generator:
         if not self._starts:
             return sites
         held = self.schedule.held
-        return [replace(site, hit=TICK_ONLY if site.block not in held else
-                        site.hit and site.hit.replace("if ", "if start != 0 or ", 1))
-                for site in sites]
+        return [replace(site, hit=self._hit(site.block, start=True) if site.block in held
+                        else TICK_ONLY) for site in sites]
 
     def _init(self) -> _Source:
         """``init_all``: every ``init`` kernel, then the held outputs from the initial state
