@@ -133,11 +133,12 @@ def _plain(typ: Any) -> Any:
 def frozen_njit(**options: Any) -> Callable[[Callable], FrozenDispatcher]:
     """``numba.njit(**options)`` making a :class:`FrozenDispatcher`."""
     def decorate(fn: Callable) -> FrozenDispatcher:
-        compiled = numba.njit(**options)(fn)
-        plain = FrozenDispatcher(py_func=fn, locals={}, targetoptions=compiled.targetoptions)
+        # numba.njit only to get its options processed: the dispatcher it makes is dropped
+        targetoptions = numba.njit(**options)(fn).targetoptions
+        dispatcher = FrozenDispatcher(py_func=fn, locals={}, targetoptions=targetoptions)
         if options.get("cache"):
-            plain.enable_caching()
-        return plain
+            dispatcher.enable_caching()
+        return dispatcher
     return decorate
 
 
