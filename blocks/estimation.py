@@ -198,10 +198,12 @@ def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym):
 # inlined into the steps in turn (an EKF step calls a dozen): 35 % less time per EKF
 # step on the 6-state arm, for about 20 % more compile time; the others stay calls.
 _Ops = namedtuple("_Ops", "ax bu hx nnn nnt pht hpht ky kpt kkt kr ksk chol_m chol_n solve "
-                          "points wmean_n wmean_m wcov_nn wcov_mm wcov_nm")
+                          "points wmean_n wmean_m wcov_nn wcov_mm wcov_nm sizes")
 GENERIC = _Ops(_mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, chol, chol,
                right_solve, _sigma_points, _weighted_mean, _weighted_mean, _weighted_cov,
-               _weighted_cov, _weighted_cov)
+               _weighted_cov, _weighted_cov, sizes=(-1, -1))
+"""The operations with shapes read from their arguments; ``sizes`` ``(n, m)`` of a fixed set,
+``-1`` where the step reads them from its layout at run time."""
 _INLINE = {fn: njit_noalloc(inline="always")(fn.py_func)
            for fn in (_mm, chol, right_solve, _sigma_points, _weighted_mean, _weighted_cov)}
 
@@ -286,7 +288,8 @@ def fixed_ops(n: int, m: int, l: int, ns: int, simplex: bool) -> _Ops:
                 chol_m=_fixed_chol(m), chol_n=_fixed_chol(n), solve=_fixed_solve(m, n),
                 points=_fixed_points(n, ns, simplex), wmean_n=_fixed_wmean(n, ns),
                 wmean_m=_fixed_wmean(m, ns), wcov_nn=_fixed_wcov(n, n, ns, yes),
-                wcov_mm=_fixed_wcov(m, m, ns, yes), wcov_nm=_fixed_wcov(n, m, ns, no))
+                wcov_mm=_fixed_wcov(m, m, ns, yes), wcov_nm=_fixed_wcov(n, m, ns, no),
+                sizes=(n, m))
 
 
 # ------------------------------------------------------------------ parameter checks
@@ -619,37 +622,23 @@ def _ukf_offsets(n, m, ns):
     return X, P, XN, PN, SIG, SF, SH, LC, XP, PP, ZP, S, LS, PXZ, K, Y, T, MO
 
 
-_Steps = namedtuple("_Steps", "kf ekf ukf")
-
-
 @lru_cache(maxsize=None)
-def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
-    """The KF, EKF and UKF steps built over the operation set ``ops`` and the model ``model``.
+def _joseph_correction(op_pht: Callable, op_hpht: Callable, op_chol_m: Callable,
+                       op_solve: Callable, op_ky: Callable, op_kpt: Callable,
+                       op_kkt: Callable, op_kr: Callable, n_fixed: int,
+                       m_fixed: int) -> Callable:
+    """The Joseph-form Kalman correction over these operations, a function of its own module.
 
-    Each step is ``step(d, p, z, u, c)`` with ``c`` the filter's :class:`Layout`
-    (:meth:`_Estimator.layout`) and returns the
-    offsets of the posterior ``x``, ``P`` and the innovation in ``d``.  The
-    operations and the model's functions (see
-    :mod:`~hapflow.blocks.estimation_models`) are bound as closure
-    variables, so numba calls them statically and compiles the model's
-    functions inline (a tuple of functions passed as a value would be a run-time
-    function pointer, which the kernel cache cannot store); which of them a
-    model has is decided here, in Python.  Memoised: one set of steps per
-    operation set and model, written as one generated module
-    (:func:`hapflow.closures.frozen`), so numba's disk cache keeps them: a
-    closure is compiled again in every process (every test worker, every
-    child compiling units), a frozen step once per kernel cache.
+    Keyed by the operations and their sizes (``n_fixed``, ``m_fixed``; -1: read from the
+    arguments), not by the filter's layout: every filter of one shape, whatever its model,
+    shares one compiled correction.  Inside each filter's steps it was compiled once per
+    layout type (parameter offsets and flags included), 26 times for the 8 shapes of the
+    test suite's filters.  Fixed sizes stay constants of the compiled code (the loops'
+    trip counts), as they were when they came from the layout.
     """
-    (op_ax, op_bu, op_hx, op_nnn, op_nnt, op_pht, op_hpht, op_ky, op_kpt, op_kkt, op_kr, op_ksk,
-     op_chol_m, op_chol_n, op_solve, op_points, op_wmean_n, op_wmean_m, op_wcov_nn, op_wcov_mm,
-     op_wcov_nm) = ops
-    spec = MODELS[model]
-    f, h, fjac, rule, prepare, noise = (spec.f, spec.h, spec.fjac, spec.mode, spec.prepare,
-                                        spec.noise)
-    linear, linear_h = f is None, h is None     # z = H x: H the block's or the first states
 
     @njit_noalloc
-    def _joseph(d, hm, ho, p, pr, c, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN):
+    def joseph(d, hm, ho, p, pr, n_, m_, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN):
         """Kalman correction of the prior ``(d[XP], d[PP])`` by the innovation ``d[Y]``.
 
         ``H = hm[ho:]`` (m x n), ``R = p[pr:]``::
@@ -661,9 +650,10 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         work areas of ``d``.  The Joseph product is formed as ``T = Pp - K (Pp H')'``,
         ``P = T - (T H') K' + (K R) K'`` (lower triangle, mirrored): the same products
         with the identity distributed, about half the multiplications of forming
-        ``I - K H``.  The sizes come from the layout ``c``, as constants.
+        ``I - K H``.
         """
-        n, m = c.n, c.m
+        n = n_ if n_fixed < 0 else n_fixed
+        m = m_ if m_fixed < 0 else m_fixed
         op_pht(d, PP, hm, ho, d, PHT, n, n, m, True, False, False)
         op_hpht(hm, ho, d, PHT, d, S, m, n, m, False, False, True)
         for i in range(m * m):
@@ -688,6 +678,71 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
         # + K R K'
         op_kr(d, K, p, pr, d, PHT, n, m, m, False, False, False)
         op_kkt(d, PHT, d, K, d, PN, n, m, n, True, True, True)
+    return frozen(joseph)[0]
+
+
+@lru_cache(maxsize=None)
+def _unscented_correction(op_chol_m: Callable, op_solve: Callable, op_ky: Callable,
+                          op_kr: Callable, op_ksk: Callable, n_fixed: int,
+                          m_fixed: int) -> Callable:
+    """The UKF's correction over these operations, a function of its own module (shared by
+    every UKF of one shape, as :func:`_joseph_correction`)."""
+
+    @njit_noalloc
+    def unscented(d, z, n_, m_, XP, PP, ZP, S, LS, PXZ, K, Y, T, XN, PN):
+        """``K = Pxz S^-1`` (Cholesky), ``x = xp + K (z - zp)``, ``P = Pp - K S K'``, from
+        the prior ``d[XP]``, ``d[PP]``, the predicted measurement ``d[ZP]``, its covariance
+        ``d[S]`` and the cross covariance ``d[PXZ]``, into ``d[XN]``, ``d[PN]``."""
+        n = n_ if n_fixed < 0 else n_fixed
+        m = m_ if m_fixed < 0 else m_fixed
+        op_chol_m(d, S, 1.0, d, LS, m)
+        for i in range(n * m):
+            d[K + i] = d[PXZ + i]
+        op_solve(d, LS, m, d, K, n)
+        for i in range(m):
+            d[Y + i] = z[i] - d[ZP + i]
+        # x = xp + K y,  P = Pp - K S K'
+        op_ky(d, K, d, Y, d, XN, n, m, 1, False, False, False)
+        for i in range(n):
+            d[XN + i] += d[XP + i]
+        op_kr(d, K, d, S, d, T, n, m, m, False, False, False)
+        op_ksk(d, T, d, K, d, PN, n, m, n, True, False, True)
+        for i in range(n * n):
+            d[PN + i] = d[PP + i] - d[PN + i]
+    return frozen(unscented)[0]
+
+
+_Steps = namedtuple("_Steps", "kf ekf ukf")
+
+
+@lru_cache(maxsize=None)
+def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
+    """The KF, EKF and UKF steps built over the operation set ``ops`` and the model ``model``.
+
+    Each step is ``step(d, p, z, u, c)`` with ``c`` the filter's :class:`Layout`
+    (:meth:`_Estimator.layout`) and returns the
+    offsets of the posterior ``x``, ``P`` and the innovation in ``d``.  The
+    operations and the model's functions (see
+    :mod:`~hapflow.blocks.estimation_models`) are bound as closure
+    variables, so numba calls them statically and compiles the model's
+    functions inline (a tuple of functions passed as a value would be a run-time
+    function pointer, which the kernel cache cannot store); which of them a
+    model has is decided here, in Python.  Memoised: one set of steps per
+    operation set and model, written as one generated module
+    (:func:`hapflow.closures.frozen`), so numba's disk cache keeps them: a
+    closure is compiled again in every process (every test worker, every
+    child compiling units), a frozen step once per kernel cache.
+    """
+    (op_ax, op_bu, op_hx, op_nnn, op_nnt, op_pht, op_hpht, op_ky, op_kpt, op_kkt, op_kr, op_ksk,
+     op_chol_m, op_chol_n, op_solve, op_points, op_wmean_n, op_wmean_m, op_wcov_nn, op_wcov_mm,
+     op_wcov_nm, sizes) = ops
+    _joseph = _joseph_correction(op_pht, op_hpht, op_chol_m, op_solve, op_ky, op_kpt, op_kkt,
+                                 op_kr, *sizes)
+    _unscented = _unscented_correction(op_chol_m, op_solve, op_ky, op_kr, op_ksk, *sizes)
+    spec = MODELS[model]
+    f, h, fjac, rule, prepare, noise = (spec.f, spec.h, spec.fjac, spec.mode, spec.prepare,
+                                        spec.noise)
+    linear, linear_h = f is None, h is None     # z = H x: H the block's or the first states
 
     @njit_noalloc
     def _kf_core(d, p, z, u, c):
@@ -711,7 +766,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             for j in range(n):
                 s += p[ph + i * n + j] * d[XP + j]
             d[Y + i] = z[i] - s
-        _joseph(d, p, ph, p, pr, c, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
+        _joseph(d, p, ph, p, pr, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
     @njit_noalloc(inline="always")
@@ -802,7 +857,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
                 d[HJ + i] = p[c.H + i]
         else:
             _fd_columns(d, p, d, XP, d, HJ, WA, WB, u, mode, W, True, c)
-        _joseph(d, d, HJ, p, c.R, c, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
+        _joseph(d, d, HJ, p, c.R, n, m, XP, PP, Y, S, LS, PHT, K, NK, T, XN, PN)
         return XN, PN, Y
 
     @njit_noalloc
@@ -849,20 +904,7 @@ def filter_steps(ops: _Ops, model: str = "linear") -> _Steps:
             op_wmean_m(d, SH, m, ns, p, pwm, ZP)
             op_wcov_mm(d, SH, ZP, m, SH, ZP, m, ns, p, pwc, S, c.R, True)
             op_wcov_nm(d, SIG, XP, n, SH, ZP, m, ns, p, pwc, PXZ, -1, False)
-        op_chol_m(d, S, 1.0, d, LS, m)
-        for i in range(n * m):
-            d[K + i] = d[PXZ + i]
-        op_solve(d, LS, m, d, K, n)
-        for i in range(m):
-            d[Y + i] = z[i] - d[ZP + i]
-        # x = xp + K y,  P = Pp - K S K'
-        op_ky(d, K, d, Y, d, XN, n, m, 1, False, False, False)
-        for i in range(n):
-            d[XN + i] += d[XP + i]
-        op_kr(d, K, d, S, d, T, n, m, m, False, False, False)
-        op_ksk(d, T, d, K, d, PN, n, m, n, True, False, True)
-        for i in range(n * n):
-            d[PN + i] = d[PP + i] - d[PN + i]
+        _unscented(d, z, n, m, XP, PP, ZP, S, LS, PXZ, K, Y, T, XN, PN)
         return XN, PN, Y
 
     return _Steps(*frozen(_kf_core, _ekf_core, _ukf_core))

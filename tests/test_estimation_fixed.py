@@ -164,6 +164,22 @@ def test_kernels_are_made_once_per_structure():
     assert est.fixed_ops(6, 2, 2, 0, False).nnn is est.fixed_ops(6, 2, 0, 0, False).nnn
 
 
+def test_filters_of_one_shape_share_one_compiled_correction():
+    # the Joseph correction depends on n and m only: two EKFs whose layouts differ (analytic
+    # and numeric Jacobians) run one compiled version of it, not one per layout
+    ops = est.fixed_ops(6, 2, 2, 0, False)
+    joseph = est._joseph_correction(ops.pht, ops.hpht, ops.chol_m, ops.solve, ops.ky, ops.kpt,
+                                    ops.kkt, ops.kr, *ops.sizes)
+    t = np.arange(5) * 1e-3
+    z, u = np.column_stack([np.sin(t), t]), np.column_stack([t, t])
+    analytic, numeric = _arm_ekf(), _arm_ekf(jacobian="numeric")
+    assert analytic.layout() != numeric.layout()
+    first, second = _steps(analytic, z, u), _steps(numeric, z, u)
+    np.testing.assert_allclose(first, second, rtol=1e-6, atol=1e-9)
+    # what every process compiled into the kernel cache (this one may only have loaded it)
+    assert len(joseph._cache._cache_file._load_index()) == 1
+
+
 def test_generated_kernel_is_cached_on_disk(tmp_path, monkeypatch):
     # a constant tuple of functions passed as a value becomes a run-time pointer,
     # which numba refuses to cache ("dynamic globals"): the steps must not do that
