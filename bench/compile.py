@@ -15,6 +15,9 @@ processes:
   included) to the end of its first tick: it imports hapflow, builds the
   graph, loads the kernel from the cache and runs one tick (the process's
   exit, 0.15-0.2 s of teardown after a 1000-block graph, is not counted);
+  ``numba s`` is the part of it numba spends setting itself up on its first
+  compile or cache load (its registries, and scipy.linalg imported for its
+  BLAS check), the same for every graph;
   median of 3 after one unmeasured start, with Python's bytecode cache on
   (``PYTHONDONTWRITEBYTECODE`` removed: compiling hapflow's 60 modules
   from source on every start adds 0.1-0.2 s that an installed package
@@ -92,10 +95,17 @@ def child_cold(family: str, n: int, mode: str) -> dict:
 
 
 def child_warm(family: str, n: int, mode: str) -> dict:
-    """Build the graph, load its kernel from the cache, run one tick."""
+    """Build the graph, load its kernel from the cache, run one tick; time numba's setup."""
     import hapflow as hf
+    from numba.core.registry import cpu_target
+    start = time.perf_counter()
+    # what numba does on its first compile or cache load, whatever the graph: it loads its
+    # typing and lowering registries (importing scipy.linalg to check for a BLAS); here
+    # it is done first, to be timed apart
+    cpu_target.target_context.refresh()
+    setup = time.perf_counter() - start
     hf.Simulation(_graph(family, n), mode=mode).advance(1)
-    return {"first_tick": time.time()}
+    return {"first_tick": time.time(), "numba_setup": setup}
 
 
 def _spawn(kind: str, family: str, n: int, mode: str, cache: str, timeout: float) -> dict | None:
@@ -119,12 +129,13 @@ def measure(family: str, n: int, mode: str, timeout: float, warm: bool) -> dict 
         if row is None or not warm:
             return row
         _spawn("warm", family, n, mode, cache, timeout)    # writes any missing bytecode
-        walls = []
+        walls, setups = [], []
         for _ in range(3):
             start = time.time()
             warm = _spawn("warm", family, n, mode, cache, timeout)
             walls.append(warm["first_tick"] - start if warm else float("nan"))
-        row["warm"] = statistics.median(walls)
+            setups.append(warm["numba_setup"] if warm else float("nan"))
+        row["warm"], row["numba_setup"] = statistics.median(walls), statistics.median(setups)
         return row
 
 
@@ -152,7 +163,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     head = (f"{'family':<11}{'N':>5}{'mode':>7}{'units':>6}{'check ms':>9}{'cold s':>8}{'exp':>6}"
             f"{'wall s':>7}"
-            f"{'RSS MiB':>8}{'warm s':>7}{'us/tick':>9}{'ns/blk-tick':>12}"
+            f"{'RSS MiB':>8}{'warm s':>7}{'numba s':>8}{'us/tick':>9}{'ns/blk-tick':>12}"
             f"{'fused cold s':>13}{'fused RSS':>10}{'fused ns':>9}")
     print(head)
     print("-" * len(head))
@@ -172,7 +183,8 @@ def main() -> None:
             print(f"{family:<11}{n:>5}{row['mode']:>7}{row['units']:>6}"
                   f"{row['check'] * 1e3:>9.1f}{row['cold']:>8.1f}{_fmt(exp, '.2f'):>6}"
                   f"{row['cold_wall']:>7.1f}"
-                  f"{row['rss'] / 2**20:>8.0f}{row['warm']:>7.2f}{row['tick'] * 1e6:>9.2f}"
+                  f"{row['rss'] / 2**20:>8.0f}{row['warm']:>7.2f}{row['numba_setup']:>8.2f}"
+                  f"{row['tick'] * 1e6:>9.2f}"
                   f"{ns:>12.2f}"
                   f"{_fmt(fused and fused['cold'], '.1f'):>13}"
                   f"{_fmt(fused and fused['rss'] / 2**20, '.0f'):>10}"
