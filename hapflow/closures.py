@@ -24,7 +24,8 @@ offset that is a constant at one call site and computed at another was
 compiled two or three times per process.  Sizes and offsets that should be
 constants reach the code through the filter's layout tuple, whose fields
 are literal in its type (``blocks/estimation.py``) and which is kept as it
-is.  The price is run-time offsets in the steps' helpers that are not
+is, or, in a function shared by every filter of one shape (the Kalman
+corrections), as captured constants, written into its text.  The price is run-time offsets in the steps' helpers that are not
 inlined: 0-7 % more time per filter update in ``bench/estimation.py
 --only update`` (finite-difference EKF most; keeping literal booleans
 apart recovered a third of that, not worth a second rule), for about a
