@@ -73,6 +73,10 @@ PARAMS: dict[str, dict[str, Any]] = {
     "PolynomialAdmittance": dict(mass=1.0, stiffness=[0.0, 100.0, 0.0, 1e4], damping=[20.0]),
     "Sine": dict(amplitude=AMP, frequency=5.0), "Step": dict(time=1e-3, final=AMP),
     "TorqueMeter": dict(full_scale=1.0),
+    # a motor with a load (1 kg m^2, 100 N m s/rad): random wiring gives it load torques of
+    # kN m (seed 0: a motion-driven SliderCrank's, through a TorqueMeter); bare, its angle
+    # ran away and, as a piano action's key, made distinct(1000, 0) diverge at 0.134 s
+    "DCMotor": dict(load_inertia=1.0, damping=100.0),
     "SweptSine": dict(amplitude=AMP), "TransferFunction": dict(num=[0.1], den=[1.0, -0.9]),
     "Waypoints": dict(times=[0.0, 0.5], points=[0.0, AMP], unit="m"), "WhiteNoise": dict(std=AMP),
 }
