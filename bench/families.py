@@ -165,6 +165,9 @@ class _Builder:
     def __init__(self, g: hapflow.Graph, rng: np.random.Generator):
         self.g, self.rng = g, rng
         self.outs: list[tuple[str, str, Any, str | None, int]] = []  # block, port, spec, unit, index
+        # the outputs again by (shape, dtype), each with its unit's dimension: _matches runs for
+        # every input over every earlier output (1.5 million candidates at N = 1000)
+        self.kinds: dict[tuple, list[tuple[str, str, str | None, Any, int]]] = {}
         self.pending: list[list] = []                # [delay, unit, index of the block it feeds]
 
     def _name(self, type_name: str) -> str:
@@ -179,10 +182,10 @@ class _Builder:
     def _matches(self, spec: Any, unit: str | None, after: int = -1, concrete: bool = False
                  ) -> list[tuple[str, str, str | None]]:
         """Outputs (of blocks added after index ``after``) that may drive input ``spec`` in ``unit``."""
-        return [(b, p, u) for b, p, o, u, k in self.outs
-                if o.shape == spec.shape and o.dtype == spec.dtype and k > after
-                and (u is not None or not concrete)
-                and (u is None or unit is None or dimension(u) == dimension(unit))]
+        want = None if unit is None else dimension(unit)
+        return [(b, p, u) for b, p, u, dim, k in self.kinds.get((spec.shape, spec.dtype), ())
+                if k > after and (u is not None or not concrete)
+                and (u is None or want is None or dim == want)]
 
     def _pick(self, found: list) -> Any:
         """A random element of ``found``."""
@@ -224,7 +227,10 @@ class _Builder:
             self.g.wire(f"{b}.{p}", f"{name}.{port}")
         for port, o in block.outputs.items():
             ref = o.unit[1:] if o.unit and o.unit.startswith("=") else None
-            self.outs.append((name, port, o, srcs[ref][2] if ref else o.unit, index))
+            unit = srcs[ref][2] if ref else o.unit
+            self.outs.append((name, port, o, unit, index))
+            self.kinds.setdefault((o.shape, o.dtype), []).append(
+                (name, port, unit, None if unit is None else dimension(unit), index))
         return [(name, p) for p in block.outputs]
 
     def add_type(self, type_name: str, room: int) -> None:

@@ -28,6 +28,7 @@ value: parameters after it get no constant (declare arrays last).
 """
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -78,7 +79,15 @@ def offsets(title: str, sizes: list[tuple[str, int | None]]) -> tuple:
         if size is None:
             break
         at += size
-    return namedtuple(title, list(fields))(**fields)
+    return _tuple_type(title, tuple(fields))(**fields)
+
+
+@functools.lru_cache(maxsize=None)
+def _tuple_type(title: str, names: tuple[str, ...]) -> type:
+    """One named-tuple class per title and names: every filter of one structure asks for its
+    offsets again (:meth:`hapflow.block.Block.packed_offsets`), and making the class is the
+    cost."""
+    return namedtuple(title, names)
 
 
 def state_sizes(declared: Any) -> list[tuple[str, int]] | None:

@@ -76,3 +76,23 @@ def test_a_module_edited_after_import_is_named_by_the_code_this_process_runs(tmp
     loaded = compiler._loaded_code_digest(str(tmp_path / "hf_edited.py"))
     importlib.reload(hf_edited)                          # now runs the edited kernel
     assert compiler._loaded_code_digest(str(tmp_path / "hf_edited.py")) != loaded
+
+
+def test_a_generated_module_runs_its_kept_code_only_for_the_text_it_was_compiled_from(
+        tmp_path, monkeypatch):
+    from hapflow import compiler
+    monkeypatch.setenv("HAPFLOW_CACHE_DIR", str(tmp_path))
+    assert compiler.load_module("hm_kept", "VALUE = 1\n", {}).VALUE == 1
+    assert len(list(tmp_path.glob("hm_kept.py.*.code"))) == 1
+
+    def no_compile(*args):
+        raise AssertionError("compiled the text again")
+
+    # a fresh process (the module not loaded yet) runs the kept code
+    monkeypatch.delitem(sys.modules, "hm_kept")
+    with monkeypatch.context() as patched:
+        patched.setattr(compiler, "compile", no_compile, raising=False)
+        assert compiler.load_module("hm_kept", "VALUE = 1\n", {}).VALUE == 1
+    # another text under that name runs as written, not as the code kept for the first
+    monkeypatch.delitem(sys.modules, "hm_kept")
+    assert compiler.load_module("hm_kept", "VALUE = 2\n", {}).VALUE == 2
