@@ -71,6 +71,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import itertools
 import marshal
 import multiprocessing
 import os
@@ -405,20 +406,26 @@ MODE_VARIABLE = "HAPFLOW_KERNEL"
 for checking that both give the same bits on a whole test suite."""
 
 
-def tick_lines(checked: Checked, schedule: Schedule) -> int:
-    """Kernel source lines one tick runs: what the fused ``run`` grows with."""
+def tick_lines(checked: Checked, schedule: Schedule, limit: int | None = None) -> int:
+    """Kernel source lines one tick runs: what the fused ``run`` grows with.
+
+    Counting stops once the total is past ``limit``: reading the kernels' sources is its
+    cost, and a warm start of a large graph reads no other kernel source.
+    """
     nodes = checked.graph.nodes
-
-    def lines(block: str, kind: str) -> int:
-        return kernel_size(nodes[block].block.kernels()[kind])
-
     stages = 4 if checked.graph.solver == "rk4" else 2
-    once = sum(lines(c.block, "output") for c in schedule.calls) \
-        + sum(lines(b, "update") for b in schedule.updates) \
-        + sum(lines(b, "guard") + lines(b, "reset") for b in schedule.hybrid)
-    staged = sum(lines(c.block, "output") for c in schedule.chain) \
-        + sum(lines(b, "deriv") for b in schedule.continuous)
-    return once + stages * staged
+    terms = itertools.chain(
+        ((c.block, "output", 1) for c in schedule.calls),
+        ((b, "update", 1) for b in schedule.updates),
+        ((b, kind, 1) for b in schedule.hybrid for kind in ("guard", "reset")),
+        ((c.block, "output", stages) for c in schedule.chain),
+        ((b, "deriv", stages) for b in schedule.continuous))
+    total = 0
+    for block, kind, times in terms:
+        total += times * kernel_size(nodes[block].block.kernels()[kind])
+        if limit is not None and total > limit:
+            break
+    return total
 
 
 def choose_mode(checked: Checked, schedule: Schedule) -> str:
@@ -426,7 +433,8 @@ def choose_mode(checked: Checked, schedule: Schedule) -> str:
     forced = os.environ.get(MODE_VARIABLE, "")
     if forced in ("fused", "units"):
         return forced
-    return "fused" if tick_lines(checked, schedule) <= FUSED_MAX_LINES else "units"
+    return "fused" if tick_lines(checked, schedule, FUSED_MAX_LINES) <= FUSED_MAX_LINES \
+        else "units"
 
 
 def _store_source(digest: str, generated: Generated) -> None:
