@@ -85,7 +85,7 @@ from typing import Callable
 import numba
 
 from . import events, sourcecache
-from .cachedir import cache_dir
+from .cachedir import cache_dir, write_whole
 from .codegen import Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
@@ -671,9 +671,7 @@ def load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.py"
     if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+        write_whole(path, source)
     module = sys.modules.get(name)
     if module is None:
         # numba's cache rebuilds a function's environment by importing its module by name
@@ -687,11 +685,10 @@ def load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
 def _code_of(source: str, path: Path) -> types.CodeType:
     """``source`` compiled as file ``path``, its code object kept beside it.
 
-    Python's own bytecode cache serves imported files only; a warm start of a
-    1000-block graph executes 222 generated modules, and compiling their text
-    was a sixth of its time in ``Simulation``.  The kept code
-    (``<path>.<cache tag>.code``) starts with the digest of the text it was
-    compiled from and is used only for that text and that file name.
+    Python's own bytecode cache serves imported files only, so every warm start
+    compiled the text of every generated module again (one per compile unit).
+    The kept code (``<path>.<cache tag>.code``) starts with the digest of the
+    text it was compiled from and is used only for that text and that file name.
     """
     digest = hashlib.sha256(source.encode()).digest()
     kept = path.with_name(f"{path.name}.{sys.implementation.cache_tag}.code")
@@ -702,10 +699,8 @@ def _code_of(source: str, path: Path) -> types.CodeType:
             if isinstance(code, types.CodeType) and code.co_filename == str(path):
                 return code
     code = compile(source, str(path), "exec")
-    tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
-        tmp.write_bytes(digest + marshal.dumps(code))
-        os.replace(tmp, kept)
+        write_whole(kept, digest + marshal.dumps(code))
     return code
 
 

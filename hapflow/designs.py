@@ -11,12 +11,12 @@ arguments.
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 from typing import Callable
 
 import numpy as np
 
-from .cachedir import cache_dir
+from .cachedir import cache_dir, write_whole
 
 
 def cached(name: str, args: tuple, design: Callable[[], np.ndarray]) -> np.ndarray:
@@ -33,9 +33,9 @@ def cached(name: str, args: tuple, design: Callable[[], np.ndarray]) -> np.ndarr
     result = np.asarray(design(), dtype=np.float64)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-        np.save(tmp, result)
-        os.replace(tmp, path)
+        kept = io.BytesIO()
+        np.save(kept, result)
+        write_whole(path, kept.getvalue())
     except OSError:                      # a read-only cache: design every time
         pass
     return result

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 
 from . import codegen, inline, layout, partition, reuse, schedule, simplify
+from .cachedir import write_whole
 from .codegen import Generated, UnitSource, base_namespace
 from .graph import Checked
 from .inline import global_of
@@ -63,9 +63,7 @@ def store(folder: Path, digest: str, generated: Generated) -> None:
                          "lines": u.lines, "bases": u.bases, "params": list(u.params),
                          "origins": u.origins} for u in generated.units.values()]}
     path = _path(folder, digest)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(record))
 
 
 def load(folder: Path, digest: str, checked: Checked) -> Generated | None:

@@ -24,7 +24,6 @@ pint's version): a warm start does not import pint.
 from __future__ import annotations
 
 import math
-import os
 import re
 from functools import lru_cache
 from importlib.metadata import version
@@ -166,7 +165,7 @@ def _registry() -> Any:
     """pint's registry from its own definition file with ``radian`` and ``count`` made base
     dimensions (see the module docstring)."""
     import pint
-    from .cachedir import cache_dir
+    from .cachedir import cache_dir, write_whole
     source = Path(pint.__file__).parent
     text = (source / "default_en.txt").read_text(encoding="utf-8")
     for old, new in _CHECKED.items():
@@ -180,9 +179,7 @@ def _registry() -> Any:
                           ("constants_en.txt", (source / "constants_en.txt").read_text("utf-8"))):
         path = folder / name
         if not path.exists() or path.read_text(encoding="utf-8") != content:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")       # other processes may read it
-            tmp.write_text(content, encoding="utf-8")
-            os.replace(tmp, path)
+            write_whole(path, content)                          # other processes may read it
     return pint.UnitRegistry(str(folder / "default_en.txt"))
 
 
