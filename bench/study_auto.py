@@ -3,8 +3,9 @@
 The study (issue 17's trial): ``graphs/colton2005_sweep.yaml`` over a 6 x 7
 grid of ``pid.kp`` x ``pid.kd``, 20 s per run, ``batch: auto``, three
 metrics.  Each path is a whole :func:`hapflow.study.run_study` call in a
-fresh output folder: ``workers=0`` (one process), the default (``workers``
-not given: the first run here, a cluster only if it pays) and a
+fresh output folder: ``workers=0`` (one process, one run after another),
+the default (``workers`` not given: the first run here, then a cluster if
+it pays, else a thread per core in this process) and a
 ``LocalCluster`` of one worker per core, whose figure includes starting it
 and its workers' kernel loading -- what a user waits for.  Median of ``--repeats`` calls
 after a warm-up call of each path (which fills the kernel cache on disk).
@@ -37,7 +38,7 @@ metrics:
 """
 
 
-def timed(folder: Path, workers: int | None) -> tuple[float, dict[str, int]]:
+def timed(folder: Path, workers: int | None) -> tuple[float, dict[str, int], str]:
     from hapflow.study import load_study, run_study
     path = folder / "study.yaml"
     path.write_text(STUDY)
@@ -47,7 +48,9 @@ def timed(folder: Path, workers: int | None) -> tuple[float, dict[str, int]]:
                        progress=False, plots=False)
     wall = time.perf_counter() - start
     assert result.failed == 0, result.summary()
-    return wall, result.table["path"].value_counts().to_dict()
+    where = (f"{result.workers} Dask workers" if result.workers
+             else f"{result.threads} thread{'s' * (result.threads > 1)} here")
+    return wall, result.table["path"].value_counts().to_dict(), where
 
 
 def main() -> None:
@@ -61,17 +64,17 @@ def main() -> None:
         for name, workers in (("one process", 0), ("default", None),
                               (f"LocalCluster {cores}", cores)):
             timed(folder, workers)                       # warm-up: kernel cache on disk
-            walls, paths = [], {}
+            walls, paths, where = [], {}, ""
             for _ in range(args.repeats):
-                wall, paths = timed(folder, workers)
+                wall, paths, where = timed(folder, workers)
                 walls.append(wall)
-            rows.append((name, statistics.median(walls), min(walls), paths))
+            rows.append((name, statistics.median(walls), min(walls), where, paths))
     print("## 42-run PID sweep (colton2005_sweep.yaml, 20 s a run, batch: auto), wall s")
-    print(f"{'path':>16} | {'median':>7} | {'best':>7} | runs per path")
-    for name, median, best, paths in rows:
-        print(f"{name:>16} | {median:7.2f} | {best:7.2f} | {paths}")
-    print(f"default / one process: {rows[1][1] / rows[0][1]:.2f}, LocalCluster / one process: "
-          f"{rows[2][1] / rows[0][1]:.2f} (goal < 1)")
+    print(f"{'path':>16} | {'median':>7} | {'best':>7} | {'ran on':>15} | runs per path")
+    for name, median, best, where, paths in rows:
+        print(f"{name:>16} | {median:7.2f} | {best:7.2f} | {where:>15} | {paths}")
+    print(f"default / one process: {rows[1][1] / rows[0][1]:.2f} (goal < 1), "
+          f"LocalCluster / one process: {rows[2][1] / rows[0][1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ import marshal
 import multiprocessing
 import os
 import sys
+import threading
 import time
 import types
 from dataclasses import dataclass
@@ -665,6 +666,11 @@ def compile_error(graph: Graph, block: str | None, exc: Exception) -> GraphError
                       "(see hapflow/block.py).", block=block if node else None)
 
 
+_LOADING = threading.RLock()
+"""Held while a generated module is made: threads building one structure at once (a study's
+threads) share one module and so one compiled kernel."""
+
+
 def load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
     """Write ``source`` to ``<cache>/<name>.py`` (once) and execute it as module ``name``."""
     folder = cache_dir()
@@ -672,13 +678,14 @@ def load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
     path = folder / f"{name}.py"
     if not path.exists():
         write_whole(path, source)
-    module = sys.modules.get(name)
-    if module is None:
-        # numba's cache rebuilds a function's environment by importing its module by name
-        module = types.ModuleType(name)
-        module.__dict__.update(namespace, __file__=str(path))
-        exec(_code_of(source, path), module.__dict__)
-        sys.modules[name] = module
+    with _LOADING:
+        module = sys.modules.get(name)
+        if module is None:
+            # numba's cache rebuilds a function's environment by importing its module by name
+            module = types.ModuleType(name)
+            module.__dict__.update(namespace, __file__=str(path))
+            exec(_code_of(source, path), module.__dict__)
+            sys.modules[name] = module
     return module
 
 

@@ -149,6 +149,21 @@ def test_same_results_on_one_and_two_workers(tmp_path, cluster):
     assert resumed.executed == 0 and resumed.skipped == 9
 
 
+def test_same_results_on_threads_of_this_process(tmp_path, monkeypatch):
+    """The default for a small study: a thread per core here.  Two structures (head.order)
+    and an unstable variant run on two threads give the table of one run after another."""
+    import hapflow.study.runner as runner
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    study = make_study(tmp_path / "s", batch="off", text=STUDY.replace(
+        "  seed: [1, 2, 3]\n", "  seed: [1, 2]\n  head.order: [1, 3]\n"))
+    one = run_study(study, tmp_path / "one", workers=0, progress=False, plots=False)
+    threads = run_study(study, tmp_path / "threads", progress=False, plots=False)
+    assert (threads.workers, threads.threads, threads.executed) == (0, 2, 12)
+    assert list(one.table["status"]) == ["ok"] * 8 + ["failed"] * 4
+    cols = ["run", "status", "error", "seed", "msd.stiffness", "head.order", *METRICS]
+    pd.testing.assert_frame_equal(one.table[cols], threads.table[cols], check_exact=True)
+
+
 def test_batched_study_equals_single_runs(tmp_path, cluster):
     cols = ["run", "status", "error", *METRICS]
     single = run_study(make_study(tmp_path / "a", "off"), tmp_path / "a/out", workers=0,

@@ -5,6 +5,8 @@ Each test starts its own small LocalCluster: the workers are killed on purpose.
 import logging
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cloudpickle
@@ -124,11 +126,42 @@ def test_a_job_that_keeps_killing_its_worker_is_recorded_as_died_and_rerun(tmp_p
     assert again.skipped == 0 and list(again.table["status"]) == ["ok"]
 
 
-def test_a_small_study_runs_in_this_process_by_default(tmp_path):
-    """Three 0.2 s runs take milliseconds: a cluster's start-up would cost seconds."""
-    result = run_study(make_study(tmp_path), tmp_path / "out", progress=False, plots=False)
-    assert result.workers == 0 and result.executed == 3
-    assert list(result.table["status"]) == ["ok"] * 3
+def test_a_small_study_runs_in_this_process_on_a_thread_per_core_by_default(tmp_path,
+                                                                            monkeypatch):
+    """Nine 0.2 s runs take milliseconds: a cluster's start-up would cost seconds.  The runs
+    after the first go to two threads here and give the metrics of one run after another."""
+    import hapflow.study.runner as runner
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    study = make_study(tmp_path, str([100.0 * k for k in range(1, 10)]))
+    result = run_study(study, tmp_path / "out", progress=False, plots=False)
+    assert (result.workers, result.threads, result.executed) == (0, 2, 9)
+    assert "9 run now in this process on 2 threads" in result.summary()
+    one = run_study(study, tmp_path / "one", workers=0, progress=False, plots=False)
+    assert one.threads == 1 and list(one.table["status"]) == ["ok"] * 9
+    assert list(result.table["pos_rms"]) == list(one.table["pos_rms"])
+
+
+def test_jobs_running_at_once_never_share_a_simulation(tmp_path, monkeypatch):
+    """Two jobs of one structure on two threads: each borrows its own simulation (one left
+    idle by an earlier job, one built), or their runs would overwrite each other's state."""
+    import hapflow.study.execute as execute
+    from hapflow.study.runner import expand, jobs
+    study = make_study(tmp_path)
+    first, *two = jobs(study, expand(study), workers=2, parallel=False)
+    assert [len(job.runs) for job in two] == [1, 1]
+    assert execute.execute(first)[0]["status"] == "ok"          # leaves its simulation idle
+    seen, meeting, single = [], threading.Barrier(2, timeout=60), execute._single
+
+    def together(entry, *args):
+        seen.append(entry.sim)
+        meeting.wait()                                        # both jobs are running now
+        return single(entry, *args)
+    monkeypatch.setattr(execute, "_single", together)
+    with ThreadPoolExecutor(2) as pool:
+        records = [r for f in [pool.submit(execute.execute, job) for job in two]
+                   for r in f.result()]
+    assert [r["status"] for r in records] == ["ok", "ok"]
+    assert seen[0] is not seen[1]
 
 
 def test_a_study_whose_runs_outlast_the_start_up_goes_to_a_cluster(tmp_path, monkeypatch):

@@ -7,8 +7,9 @@
 
 Runs every run of the study file's design (see :mod:`hapflow.study.spec`)
 on a Dask ``LocalCluster`` of N worker processes (default: one per core if
-the runs outlast the cluster's start-up, else in this process; ``--workers
-0``: in this process, batches on numba's threads) or on the
+the runs outlast the cluster's start-up, else in this process on one thread
+per core; ``--workers 0``: in this process one job after another, batches on
+numba's threads) or on the
 cluster whose scheduler is at ADDRESS, resuming the runs already finished in
 DIR (default ``out/<study file stem>``).  Writes ``DIR/results.parquet``,
 ``DIR/runs.jsonl``, ``DIR/plots/`` and ``DIR/summary.png``.
@@ -46,8 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "An interrupted study resumes where it stopped.")
     s.add_argument("study", metavar="STUDY.yaml", help="study file")
     s.add_argument("--workers", type=int, metavar="N",
-                   help="Dask LocalCluster worker processes [one per core, if the runs outlast "
-                        "its start-up]; 0: this process")
+                   help="Dask LocalCluster worker processes [one per core if the runs outlast "
+                        "its start-up, else a thread per core in this process]; 0: this "
+                        "process, one job after another")
     s.add_argument("--scheduler", metavar="ADDRESS",
                    help="use the running Dask cluster at this address (tcp://host:8786)")
     s.add_argument("--out", metavar="DIR", help="output folder [out/<study file name>]")

@@ -6,7 +6,10 @@ parameters and seeds.  Every process keeps the compiled
 :class:`~hapflow.simulation.Simulation` of each structure it has met
 (:data:`_CACHE`, least recently used first out), so a structure is compiled
 once per worker - afterwards only the parameter array and the initial state
-change (:meth:`Simulation.set`, :meth:`Simulation.reset`).  Live parameters
+change (:meth:`Simulation.set`, :meth:`Simulation.reset`).  A job borrows a
+simulation for its runs and gives it back: jobs running at once on threads of
+one process (a study's threads, a Dask worker with several threads) each get
+their own, built from the same compiled kernels.  Live parameters
 an earlier job (another study on the same cluster) changed and this job
 does not set go back to the graph file's values first.
 
@@ -28,6 +31,7 @@ type and message, and the job goes on.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time as _time
 import traceback
 from collections import OrderedDict
@@ -118,7 +122,9 @@ class _Entry:
         return self.batches[parallel]
 
 
-_CACHE: "OrderedDict[str, _Entry]" = OrderedDict()
+_CACHE: "OrderedDict[str, list[_Entry]]" = OrderedDict()
+"""Idle simulations by structure key (those lent to running jobs are not in it)."""
+_CACHE_LOCK = threading.Lock()
 
 
 def build_graph(graph_text: str, graph_file: str, structural: dict[str, Any]):
@@ -134,16 +140,21 @@ def build_graph(graph_text: str, graph_file: str, structural: dict[str, Any]):
     return loads(yaml.safe_dump(data, sort_keys=False), graph_file)
 
 
-def _entry(job: Job) -> _Entry:
-    key = job.structure
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    entry = _Entry(Simulation(build_graph(job.graph_text, job.graph_file, job.structural)))
-    _CACHE[key] = entry
-    while len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return entry
+def _lend(job: Job) -> _Entry:
+    """An idle simulation of the job's structure, or a new one (the caller gives it back)."""
+    with _CACHE_LOCK:
+        idle = _CACHE.get(job.structure)
+        if idle:
+            return idle.pop()
+    return _Entry(Simulation(build_graph(job.graph_text, job.graph_file, job.structural)))
+
+
+def _give_back(job: Job, entry: _Entry) -> None:
+    with _CACHE_LOCK:
+        _CACHE.setdefault(job.structure, []).append(entry)
+        _CACHE.move_to_end(job.structure)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -288,11 +299,20 @@ def execute(job: Job, emit: Callable[[list[dict[str, Any]]], None] | None = None
     """
     out = _Out(emit)
     try:
-        entry = _entry(job)
+        entry = _lend(job)
     except Exception as exc:  # noqa: BLE001 - e.g. an invalid structural value
         text = _error_text(exc)
         out.add([_record(i, "failed", 0.0, "single", error=text) for i, _, _ in job.runs])
         return out.records
+    try:
+        _run(entry, job, out)
+    finally:
+        _give_back(job, entry)
+    return out.records
+
+
+def _run(entry: _Entry, job: Job, out: _Out) -> None:
+    """Every run of ``job`` on ``entry``'s simulation, single or batched."""
     runs = list(job.runs)
     entry.prepare({key for _, live, _ in runs for key in live})
     sinks = getattr(entry.sim, "sinks", None)       # Python-side sinks drain between chunks
@@ -303,4 +323,3 @@ def execute(job: Job, emit: Callable[[list[dict[str, Any]]], None] | None = None
         _run_batched(entry, job, runs, out)
     else:
         _run_single(entry, job, runs, out)
-    return out.records

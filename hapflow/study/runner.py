@@ -1,14 +1,23 @@
 """Run a study: expand the design, skip finished runs, spread jobs over Dask, collect results.
 
-``workers=0`` runs every job in this process (a batch spreads its runs over
-``numba.get_num_threads()`` threads); otherwise the jobs go to Dask
-distributed: a ``LocalCluster`` of ``workers`` single-threaded processes
-(default: one per core), or an existing cluster
-when ``scheduler`` gives its address (``tcp://host:8786``).  Runs are grouped
-by their structural parameters, then cut into jobs of at most
-:data:`MAX_JOB` runs (about four jobs per worker; :data:`LOCAL_JOB` in this
-process), so each worker compiles a structure once and the progress bar and
-the resume log advance job by job (in this process, batch by batch).
+``workers=0`` runs every job in this process, one after another (a batch
+spreads its runs over ``numba.get_num_threads()`` threads); otherwise the
+jobs go to Dask distributed: a ``LocalCluster`` of ``workers``
+single-threaded processes, or an existing cluster when ``scheduler`` gives
+its address (``tcp://host:8786``).  By default the first run is timed here:
+a ``LocalCluster`` of one worker per core takes the others only when they
+would outlast its start-up (:data:`CLUSTER_STARTUP`) by what it saves; else
+they run here on one thread per core.  The kernels release the GIL and each
+thread's job borrows its own simulation (:mod:`hapflow.study.execute`), so
+the threads use every core without a worker's start-up: the 42-run sweep of
+``bench/study_auto.py`` runs in about half the time of ``workers=0``.  Runs
+are grouped by their structural parameters, then cut into jobs of at most
+:data:`MAX_JOB` runs (about four jobs per worker or thread;
+:data:`LOCAL_JOB` in this process), so each worker compiles a structure once
+and the progress bar and the resume log advance job by job (in this process,
+batch by batch).  After Ctrl-C the threads finish the jobs they run (a small
+study's: that is when threads are chosen) and record them; the others are
+dropped.
 Results are appended to the log as jobs end; the table is written at the
 end and on Ctrl-C.
 
@@ -26,7 +35,9 @@ import logging
 import math
 import os
 import sys
+import threading
 import time as _time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -73,8 +84,12 @@ class StudyResult:
         deaths included).
     wall : float
         Wall time of this call, s (cluster start-up included).
+    workers : int
+        Dask workers the runs went to (0: this process).
     files : dict of str -> Path
         ``table``, ``log`` and the plots.
+    threads : int
+        Threads of this process the runs went to (with ``workers`` 0).
     """
 
     table: Any
@@ -85,6 +100,7 @@ class StudyResult:
     wall: float
     workers: int
     files: dict[str, Path] = field(default_factory=dict)
+    threads: int = 1
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -92,7 +108,8 @@ class StudyResult:
         ok = int((self.table["status"] == "ok").sum()) if n else 0
         died = int((self.table["status"] == "died").sum()) if n else 0
         rate = self.executed / self.wall if self.wall > 0 else math.inf
-        where = "in this process" if self.workers == 0 else f"on {self.workers} Dask workers"
+        where = (f"on {self.workers} Dask workers" if self.workers else "in this process"
+                 + (f" on {self.threads} threads" if self.threads > 1 else ""))
         dead = f" ({died} lost with their worker: a rerun retries them)" if died else ""
         lines = [f"{n} runs: {ok} ok, {self.failed} failed{dead}; {self.executed} run now {where} "
                  f"({rate:.1f} runs/s, {self.wall:.1f} s wall), {self.skipped} already finished",
@@ -116,7 +133,8 @@ def expand(study: Study) -> list[RunSpec]:
 
 
 def jobs(study: Study, runs: list[RunSpec], workers: int, parallel: bool) -> list[Job]:
-    """Group runs by structure and cut the groups into jobs."""
+    """Group runs by structure and cut the groups into jobs for ``workers`` Dask workers or
+    threads (0: this process, one job after another)."""
     structural = {p.key for p in study.parameters if not p.live}
     structural.update(k for k in study.fixed if not study.is_live(k))
     groups: dict[tuple, list[RunSpec]] = {(): runs} if runs and not structural else {}
@@ -163,9 +181,26 @@ def _probe(study: Study, pending: list[RunSpec], emit: Callable[[list[dict[str, 
     return rest, alone * (1.0 - 1.0 / cores) > CLUSTER_STARTUP
 
 
-def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None]) -> None:
-    for job in todo:
-        execute(job, emit)
+def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None], threads: int) -> None:
+    """Run ``todo`` in this process: one job after another, or on ``threads`` threads."""
+    if threads <= 1:
+        for job in todo:
+            execute(job, emit)
+        return
+    lock = threading.Lock()
+
+    def emit_one_at_a_time(records: list[dict[str, Any]]) -> None:
+        with lock:
+            emit(records)
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="hapflow-study") as pool:
+        futures = [pool.submit(execute, job, emit_one_at_a_time) for job in todo]
+        try:
+            for future in as_completed(futures):
+                future.result()
+        finally:                  # Ctrl-C: the running jobs end (and are recorded), no others
+            for future in futures:
+                future.cancel()
 
 
 def _dask(todo: list[Job], client: Any, emit: Callable[[list[dict[str, Any]]], None],
@@ -263,10 +298,11 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
     out : path
         Output folder (an existing one is resumed).
     workers : int, optional
-        Dask worker processes of a LocalCluster; 0 runs in this process.  By
-        default: the first run goes in this process, and a LocalCluster of one
-        worker per core runs the others only if they would take longer in
-        this process than the cluster's start-up saves (else they run here).
+        Dask worker processes of a LocalCluster; 0 runs in this process, one
+        job after another.  By default: the first run goes in this process,
+        and a LocalCluster of one worker per core runs the others only if they
+        would take longer in this process than the cluster's start-up saves
+        (else they run here, on one thread per core).
     scheduler : str, optional
         Address of a running Dask scheduler (then ``workers`` is ignored).
     progress : bool, optional
@@ -304,20 +340,23 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
 
     client = cluster = None
     n_workers = 0
+    threads = 1
     executed = len(pending)
     try:
         if workers is None:
             workers = os.cpu_count() or 1
             if not scheduler and len(pending) > 1:
                 pending, pays = _probe(study, pending, emit)
-                workers = workers if pays else 0
+                workers, threads = (workers, 1) if pays else (0, workers)
         if pending and (scheduler or workers > 0):
             client, cluster, n_workers = _client(workers, scheduler, worker_timeout)
-        todo = jobs(study, pending, n_workers, parallel=client is None)
+        spread = n_workers or (threads if threads > 1 else 0)
+        # a batch on numba's threads only where nothing else runs beside it
+        todo = jobs(study, pending, spread, parallel=client is None and threads == 1)
         if client is not None:
             _dask(todo, client, emit, lost_timeout)
         else:
-            _local(todo, emit)
+            _local(todo, emit, threads)
     finally:
         bar.close()
         if client is not None:
@@ -332,4 +371,4 @@ def run_study(study: Study, out: str | Path, workers: int | None = None,
         files.update(plot_study(study, table, store.out))
     failed = int(table["status"].isin(("failed", "died")).sum())
     return StudyResult(table, store.out, executed, len(runs) - executed, failed,
-                       _time.perf_counter() - start, n_workers, files)
+                       _time.perf_counter() - start, n_workers, files, threads)
