@@ -12,6 +12,8 @@ import pytest
 import hapflow as hf
 from hapflow.cli import main
 
+from .children import expect_line
+
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = str(ROOT / "graphs" / "colton2005_sweep.yaml")
 
@@ -93,8 +95,7 @@ def test_signal_stops_safely_and_keeps_the_recording(bed, tmp_path, sig, code, s
                   "--max-lateness", "1", "--max-overruns", "100000"],
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                  cwd=ROOT)
-    first = proc.stdout.readline()
-    assert first.startswith("real time: hil-testbed"), first + proc.stderr.read()
+    expect_line(proc, "real time: hil-testbed")
     import time
     time.sleep(0.5)
     proc.send_signal(sig)
@@ -117,7 +118,7 @@ def test_kill_9_leaves_a_readable_recording(bed, tmp_path, spawn):
                   "--max-lateness", "1", "--max-overruns", "100000"],
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                  env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=ROOT)
-    assert proc.stdout.readline().startswith("real time: hil-testbed")
+    expect_line(proc, "real time: hil-testbed")
     time.sleep(0.6)
     proc.kill()
     proc.wait(timeout=30)

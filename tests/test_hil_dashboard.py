@@ -23,6 +23,8 @@ from hapflow.hil.runner import HilRunner, LoopView
 from hapflow.hil.simdaq import SimDaq
 from hapflow.yamlio import load
 
+from .children import expect_line
+
 ROOT = Path(__file__).resolve().parents[1]
 BED = ROOT / "graphs" / "hil_testbed.yaml"
 RELAXED = safety.Policy(max_lateness=1.0, max_overruns=100000)
@@ -259,7 +261,7 @@ def test_dashboard_shows_moving_traces_and_its_estop_trips_the_safety_layer(tmp_
                   "--max-lateness", "10", "--max-overruns", "1000000", "--hw-watchdog", "34"],
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                  env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=ROOT)
-    assert proc.stdout.readline().startswith("real time: hil-testbed")
+    expect_line(proc, "real time: hil-testbed")
     url = proc.stdout.readline().strip().removeprefix("dashboard: ")
     assert url == f"http://localhost:{port}/"             # listening from here on
     driver = browser()

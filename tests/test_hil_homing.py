@@ -26,6 +26,8 @@ from hapflow.hil.safety import Policy
 from hapflow.hil.simdaq import SimDaq
 from hapflow.yamlio import loads
 
+from .children import expect_line
+
 HOMING = Path(__file__).parent / "data" / "hil_homing.yaml"
 ROOT = Path(__file__).resolve().parents[1]
 STOP, LIMIT, POWER_ON = -0.02, 0.012, 0.006
@@ -246,7 +248,7 @@ def test_ctrl_c_while_homing_exits_130_safe_with_the_recording(tmp_path, spawn):
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                      env=dict(os.environ, PYTHONUNBUFFERED="1"),
                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        assert proc.stdout.readline().startswith("real time: hil-homing")
+        expect_line(proc, "real time: hil-homing")
         end = time.monotonic() + 60
         while not card.do[0] and time.monotonic() < end:    # homing enables the amplifier
             time.sleep(0.002)

@@ -17,6 +17,8 @@ from hapflow.hil.runner import HilRunner
 from hapflow.hil.simdaq import SimDaq
 from hapflow.yamlio import loads
 
+from .children import expect_line
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTBED = ROOT / "graphs" / "hil_testbed.yaml"
 COUNT = 5e-6            # the encoder's resolution (m)
@@ -168,8 +170,8 @@ def test_cli_live_reads_changes_from_stdin(tmp_path, spawn):
                   "--max-overruns", "100000"],
                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                  text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=ROOT)
-    assert proc.stdout.readline().startswith("real time: hil-testbed")
-    assert proc.stdout.readline().startswith("live parameters: type BLOCK.PARAM=VALUE")
+    expect_line(proc, "real time: hil-testbed")
+    expect_line(proc, "live parameters: type BLOCK.PARAM=VALUE")
     proc.stdin.write("pid.kp=-1\npid.kd = 45\n")
     proc.stdin.flush()
     rejected, applied = proc.stdout.readline(), proc.stdout.readline()

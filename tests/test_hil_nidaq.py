@@ -26,6 +26,8 @@ from hapflow.hil.grpc_card import SimCard
 from hapflow.hil.grpc_sim import serve, serve_card
 from hapflow.hil.nidaq import NO_DRIVER, NidaqBackend, list_devices
 
+from .children import expect_line
+
 RATE = 1000.0
 
 
@@ -384,10 +386,11 @@ def test_the_local_driver_wait_calls_daqmx_through_ctypes(monkeypatch):
 def test_the_serve_command_serves_a_graph_file_until_stopped(stop):
     graph = Path(__file__).resolve().parents[1] / "graphs" / "colton2005_sweep.yaml"
     code = f"from hapflow.hil.grpc_sim import run_server; run_server({str(graph)!r}, port=0)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        line = proc.stdout.readline()
+        line = expect_line(proc, "simulated NI-DAQmx device server")
         address = line.split(" on ", 1)[1].split(" ", 1)[0]
         assert list_devices(address) == ["Dev1"]
         proc.send_signal(stop)
@@ -406,7 +409,7 @@ def test_the_serve_command_leaves_nothing_for_the_exit_to_collect(spawn):
             f"code = main(['hil', 'serve', {str(graph)!r}, '--port', '0']); "
             "print(code, len(gc.get_objects()), flush=True)")
     proc = spawn([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert "Ctrl-C stops it" in proc.stdout.readline()
+    expect_line(proc, "simulated NI-DAQmx device server")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     code, left = map(int, out.split())

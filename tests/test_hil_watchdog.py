@@ -28,6 +28,8 @@ from hapflow.hil.simdaq import SimDaq
 from hapflow.hil.simrig import Fault, SimRig
 from hapflow.yamlio import loads
 
+from .children import expect_line
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTBED = ROOT / "graphs" / "hil_testbed.yaml"
 ACTIVE_LOW = "enable: {line: Dev1/port0/line0, active: low}"
@@ -172,7 +174,7 @@ def test_a_killed_or_stopped_loop_leaves_the_card_in_the_safe_state_within_the_t
     card, server, port, _ = served(active_low)
     try:
         proc = loop_against(spawn, port, tmp_path, active_low)
-        assert proc.stdout.readline().startswith("real time: hil-testbed")
+        expect_line(proc, "real time: hil-testbed")
         running = not active_low                             # the enable line while running
         timers = lambda: [t.watchdog for t in card.tasks() if t.watchdog is not None]
         assert wait_for(lambda: timers() and timers()[0].running and card.edge > 200
