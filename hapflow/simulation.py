@@ -51,8 +51,9 @@ class RunResult:
     rate : float
         The graph's rate in Hz.
     time : ndarray
-        Sample times (s).  Of a run recorded to a file, read from the file when first asked
-        for (the run itself keeps nothing in memory).
+        Sample times (s), made when first asked for (a caller that reads only signals
+        does not pay for them): of a run kept in memory, from its first tick; of a run
+        recorded to a file, read from the file (the run itself keeps nothing in memory).
     signals : dict of ndarray
         Recorded signals by ``"block.port"``; of a run recorded to a file, read from the
         file (all of them, into memory) when first asked for.
@@ -60,18 +61,23 @@ class RunResult:
         The HDF5 file written, if any.
     events, event_overflows : int
         Located events and events dropped because a tick had too many.
+    first : int or None
+        Tick of the first sample of a run kept in memory (its times are made from it).
     """
 
     def __init__(self, ticks: int, wall: float, rate: float, time: np.ndarray | None = None,
                  signals: dict[str, np.ndarray] | None = None, path: Path | None = None,
-                 events: int = 0, event_overflows: int = 0):
+                 events: int = 0, event_overflows: int = 0, first: int | None = None):
         self.ticks, self.wall, self.rate, self.path = ticks, wall, rate, path
-        self.events, self.event_overflows = events, event_overflows
+        self.events, self.event_overflows, self.first = events, event_overflows, first
         self._time, self._signals = time, signals
 
     @property
     def time(self) -> np.ndarray:
         """Sample times (s)."""
+        if self._time is None and self.first is not None:
+            self._time = np.arange(self.first, self.first + self.ticks, dtype=np.float64)
+            self._time /= self.rate
         if self._time is None:
             self._read()
         return self._time
@@ -454,14 +460,13 @@ class Simulation:
                     rec.close(status, events=int(stats[EVENTS]),
                               event_overflows=int(stats[OVERFLOW]))
         wall = _time.perf_counter() - start
-        time = signals = None               # of a file: read from it when asked for
+        signals = None                      # of a file: read from it when asked for
         if kept is not None:      # the run's own rows: its signals need no copy of them
-            time = np.arange(first, first + done, dtype=np.float64)
-            time /= self.graph.rate
             signals = self.columns(kept.rows(done), copy=False)
-        return RunResult(done, wall, self.graph.rate, time, signals,
+        return RunResult(done, wall, self.graph.rate, None, signals,
                          path=Path(out) if out else None, events=int(stats[EVENTS]),
-                         event_overflows=int(stats[OVERFLOW]))
+                         event_overflows=int(stats[OVERFLOW]),
+                         first=first if kept is not None else None)
 
 
 def own_copy(graph: Graph) -> Graph:

@@ -104,6 +104,16 @@ def test_set_and_reset_leave_the_given_graph_as_it_was():
     assert not np.allclose(run, hf.Simulation(graph).run(0.05)["plant.pos"])
 
 
+def test_a_run_kept_in_memory_gives_the_times_of_its_own_ticks():
+    """The times are made when read, from the run's first tick: a run that goes on from
+    tick 100 starts at 0.1 s, and reading them twice gives the same array."""
+    sim = hf.Simulation(mixed_graph())
+    first, second = sim.run(0.1), sim.run(0.2)
+    np.testing.assert_array_equal(first.time, np.arange(0, 100) / 1000.0)
+    np.testing.assert_array_equal(second.time, np.arange(100, 300) / 1000.0)
+    assert second.time is second.time and len(second["plant.pos"]) == 200
+
+
 def test_a_run_recorded_to_a_file_gives_its_time_and_signals_from_the_file(tmp_path):
     sim = hf.Simulation(mixed_graph())
     memory = sim.run(0.1)
