@@ -164,6 +164,28 @@ def test_same_results_on_threads_of_this_process(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(one.table[cols], threads.table[cols], check_exact=True)
 
 
+def test_ctrl_c_on_threads_keeps_the_runs_that_ended_and_drops_the_others(tmp_path,
+                                                                           monkeypatch):
+    """Ctrl-C in one thread's run (the spy raises KeyboardInterrupt in run 4) reaches the
+    caller; the runs that ended are recorded (the other thread's may end too), run 4 is not,
+    and a rerun completes the study with the table of one run after another."""
+    import hapflow.study.runner as runner
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    study = make_study(tmp_path / "s", batch="off")
+    out = tmp_path / "out"
+    monkeypatch.setenv("HF_STUDY_TEST_INTERRUPT", "4")
+    with pytest.raises(KeyboardInterrupt):
+        run_study(study, out, progress=False, plots=False)
+    status = list(pd.read_parquet(out / "results.parquet")["status"])
+    assert status[:5] == ["ok"] * 4 + ["pending"]
+    monkeypatch.delenv("HF_STUDY_TEST_INTERRUPT")
+    resumed = run_study(study, out, progress=False, plots=False)
+    assert resumed.executed == status.count("pending") and resumed.skipped == 9 - resumed.executed
+    fresh = run_study(study, tmp_path / "fresh", workers=0, progress=False, plots=False)
+    cols = ["run", "status", "error", "seed", "msd.stiffness", *METRICS]
+    pd.testing.assert_frame_equal(resumed.table[cols], fresh.table[cols], check_exact=True)
+
+
 def test_batched_study_equals_single_runs(tmp_path, cluster):
     cols = ["run", "status", "error", *METRICS]
     single = run_study(make_study(tmp_path / "a", "off"), tmp_path / "a/out", workers=0,

@@ -9,8 +9,8 @@ a ``LocalCluster`` of one worker per core takes the others only when they
 would outlast its start-up (:data:`CLUSTER_STARTUP`) by what it saves; else
 they run here on one thread per core.  The kernels release the GIL and each
 thread's job borrows its own simulation (:mod:`hapflow.study.execute`), so
-the threads use every core without a worker's start-up: the 42-run sweep of
-``bench/study_auto.py`` runs in about half the time of ``workers=0``.  Runs
+the threads use every core without a worker's start-up (``bench/study_auto.py``
+times the three ways on a small sweep).  Runs
 are grouped by their structural parameters, then cut into jobs of at most
 :data:`MAX_JOB` runs (about four jobs per worker or thread;
 :data:`LOCAL_JOB` in this process), so each worker compiles a structure once
