@@ -48,9 +48,7 @@ def timed(folder: Path, workers: int | None) -> tuple[float, dict[str, int], str
                        progress=False, plots=False)
     wall = time.perf_counter() - start
     assert result.failed == 0, result.summary()
-    where = (f"{result.workers} Dask workers" if result.workers
-             else f"{result.threads} thread{'s' * (result.threads > 1)} here")
-    return wall, result.table["path"].value_counts().to_dict(), where
+    return wall, result.table["path"].value_counts().to_dict(), result.where
 
 
 def main() -> None:
@@ -70,9 +68,9 @@ def main() -> None:
                 walls.append(wall)
             rows.append((name, statistics.median(walls), min(walls), where, paths))
     print("## 42-run PID sweep (colton2005_sweep.yaml, 20 s a run, batch: auto), wall s")
-    print(f"{'path':>16} | {'median':>7} | {'best':>7} | {'ran on':>15} | runs per path")
+    print(f"{'path':>16} | {'median':>7} | {'best':>7} | {'ran':>28} | runs per path")
     for name, median, best, where, paths in rows:
-        print(f"{name:>16} | {median:7.2f} | {best:7.2f} | {where:>15} | {paths}")
+        print(f"{name:>16} | {median:7.2f} | {best:7.2f} | {where:>28} | {paths}")
     print(f"default / one process: {rows[1][1] / rows[0][1]:.2f} (goal < 1), "
           f"LocalCluster / one process: {rows[2][1] / rows[0][1]:.2f}")
 

@@ -102,14 +102,20 @@ class StudyResult:
     files: dict[str, Path] = field(default_factory=dict)
     threads: int = 1
 
+    @property
+    def where(self) -> str:
+        """Where the runs ran: 'on 2 Dask workers', 'in this process (on 2 threads)'."""
+        if self.workers:
+            return f"on {self.workers} Dask workers"
+        return "in this process" + (f" on {self.threads} threads" if self.threads > 1 else "")
+
     def summary(self) -> str:
         """A few lines for the terminal."""
         n = len(self.table)
         ok = int((self.table["status"] == "ok").sum()) if n else 0
         died = int((self.table["status"] == "died").sum()) if n else 0
         rate = self.executed / self.wall if self.wall > 0 else math.inf
-        where = (f"on {self.workers} Dask workers" if self.workers else "in this process"
-                 + (f" on {self.threads} threads" if self.threads > 1 else ""))
+        where = self.where
         dead = f" ({died} lost with their worker: a rerun retries them)" if died else ""
         lines = [f"{n} runs: {ok} ok, {self.failed} failed{dead}; {self.executed} run now {where} "
                  f"({rate:.1f} runs/s, {self.wall:.1f} s wall), {self.skipped} already finished",
@@ -193,14 +199,13 @@ def _local(todo: list[Job], emit: Callable[[list[dict[str, Any]]], None], thread
         with lock:
             emit(records)
 
-    with ThreadPoolExecutor(threads, thread_name_prefix="hapflow-study") as pool:
-        futures = [pool.submit(execute, job, emit_one_at_a_time) for job in todo]
-        try:
-            for future in as_completed(futures):
-                future.result()
-        finally:                  # Ctrl-C: the running jobs end (and are recorded), no others
-            for future in futures:
-                future.cancel()
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="hapflow-study")
+    try:
+        for future in as_completed([pool.submit(execute, job, emit_one_at_a_time)
+                                    for job in todo]):
+            future.result()
+    finally:                 # Ctrl-C: the running jobs end (and are recorded), no others start
+        pool.shutdown(cancel_futures=True)
 
 
 def _dask(todo: list[Job], client: Any, emit: Callable[[list[dict[str, Any]]], None],
