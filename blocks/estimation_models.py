@@ -145,7 +145,7 @@ read through the shortest."""
 
 
 # ------------------------------------------------------------------ pendulum
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _pendulum_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om = s[so], s[so + 1]
     out[oo] = th + dt * om
@@ -153,7 +153,7 @@ def _pendulum_f(s, so, out, oo, p, pc, u, dt, mode, w):
                              - p[pc + PENDULUM.c] * om)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _pendulum_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo] = 1.0
     jac[jo + 1] = dt
@@ -162,7 +162,7 @@ def _pendulum_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
 
 
 # ------------------------------------------------------------------ kinematic predictor
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _advance(s, so, out, oo, k, dt, alpha_new, j):
     """Coordinate ``j`` of a ``k``-dof ``[q, q', q'']`` state: trapezoidal speed, new
     acceleration ``alpha_new``."""
@@ -173,7 +173,7 @@ def _advance(s, so, out, oo, k, dt, alpha_new, j):
 
 
 # ------------------------------------------------------------------ slider-crank
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al = s[so], s[so + 1], s[so + 2]
     thp = th + dt * om + 0.5 * dt * dt * al
@@ -191,7 +191,7 @@ def _crank_kkf_f(s, so, out, oo, p, pc, u, dt, mode, w):
     _advance(s, so, out, oo, 1, dt, (u[0] - kin[2] * omp * omp) / kin[1], 0)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_kkf_mode(s, so, p, pc, previous):
     """Switching rule ``Omega(theta, omega)``: 1 within ``band`` of a dead centre or where the
     kinematic model amplifies speed errors faster than ``growth``; back to 0 beyond
@@ -206,7 +206,7 @@ def _crank_kkf_mode(s, so, p, pc, previous):
     return 0
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_terms(theta, p, pc):
     """:func:`~hapflow.blocks.multibody.crank_terms` at ``theta`` with the geometry and masses
     at ``p[pc:]`` (a model with ``CRANK_FORCE_COEFFS``)."""
@@ -215,7 +215,7 @@ def _crank_terms(theta, p, pc):
                        p[pc + CRANK_FORCE.g])
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_force_prepare(p, pc, u, s, w):
     """Torque of the motion ``u`` without the force, the force's lever ``xs'`` and the
     inertia ``M``."""
@@ -225,13 +225,13 @@ def _crank_force_prepare(p, pc, u, s, w):
     s[w + 2] = mass
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_force_f(s, so, out, oo, p, pc, u, dt, mode, w):
     out[oo] = s[w] - s[so + 1] * s[w + 1]
     out[oo + 1] = s[so + 1]
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_force_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo] = 0.0
     jac[jo + 1] = -s[w + 1]
@@ -239,14 +239,14 @@ def _crank_force_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo + 3] = 1.0
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_slope_f(s, so, out, oo, p, pc, u, dt, mode, w):
     out[oo] = s[w] - s[so + 1] * s[w + 1]
     out[oo + 1] = s[so + 1] + dt * s[so + 2]
     out[oo + 2] = s[so + 2]
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_slope_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     for i in range(9):
         jac[jo + i] = 0.0
@@ -256,7 +256,7 @@ def _crank_slope_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     jac[jo + 8] = 1.0
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_slope_noise(s, w, p, pc, u, cov, co):
     """Torque-model noise of the KKF's acceleration error, ``(M sa / max(|xs'|, lever))^2``:
     the kinematic acceleration ``(a - xs'' omega^2) / xs'`` carries the slider-acceleration
@@ -265,7 +265,7 @@ def _crank_slope_noise(s, w, p, pc, u, cov, co):
     cov[co] += e * e
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_bench_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al, force = s[so], s[so + 1], s[so + 2], s[so + 3]
     thp = th + dt * om + 0.5 * dt * dt * al
@@ -275,19 +275,19 @@ def _crank_bench_f(s, so, out, oo, p, pc, u, dt, mode, w):
     out[oo + 3] = force
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_bench_h(s, so, out, oo, p, pc):
     dxs, ddxs = crank_position(s[so], p[pc + CRANK.c], p[pc + CRANK.r], p[pc + CRANK.h])[5:]
     out[oo] = s[so]
     out[oo + 1] = dxs * s[so + 2] + ddxs * s[so + 1] * s[so + 1]
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_walk_f(s, so, out, oo, p, pc, u, dt, mode, w):
     _advance(s, so, out, oo, 1, dt, s[so + 2], 0)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _taylor_jacobian(jac, jo, n, dt):
     """The Jacobian of ``n`` states, each the derivative of the one before, advanced by
     their Taylor series at a constant last state: row ``i`` holds ``dt^(j-i) / (j-i)!``
@@ -298,12 +298,12 @@ def _taylor_jacobian(jac, jo, n, dt):
             jac[jo + i * n + j] = terms[j - i] if j >= i else 0.0
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_walk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     _taylor_jacobian(jac, jo, 3, dt)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_jerk_f(s, so, out, oo, p, pc, u, dt, mode, w):
     th, om, al, je = s[so], s[so + 1], s[so + 2], s[so + 3]
     out[oo] = th + dt * om + 0.5 * dt * dt * al + dt * dt * dt / 6.0 * je
@@ -312,19 +312,19 @@ def _crank_jerk_f(s, so, out, oo, p, pc, u, dt, mode, w):
     out[oo + 3] = je
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _crank_jerk_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     _taylor_jacobian(jac, jo, 4, dt)
 
 
 # ------------------------------------------------------------------ two-link planar arm
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _two_link_alpha2(th2, om1, a1, a2, l1, d1, d2):
     """Elbow acceleration from the two tangential accelerometers (seed 004 eq. 2.24)."""
     return -a1 * (l1 * math.cos(th2) + d2) / (d1 * d2) + (a2 - l1 * math.sin(th2) * om1 * om1) / d2
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _two_link_f(s, so, out, oo, p, pc, u, dt, mode, w):
     l1, d1, d2 = p[pc + TWO_LINK.L1], p[pc + TWO_LINK.d1], p[pc + TWO_LINK.d2]
     th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
@@ -333,7 +333,7 @@ def _two_link_f(s, so, out, oo, p, pc, u, dt, mode, w):
     _advance(s, so, out, oo, 2, dt, _two_link_alpha2(th2p, om1p, u[0], u[1], l1, d1, d2), 1)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _two_link_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
     l1, d1, d2 = p[pc + TWO_LINK.L1], p[pc + TWO_LINK.d1], p[pc + TWO_LINK.d2]
     th2p = s[so + 1] + dt * s[so + 3] + 0.5 * dt * dt * s[so + 5]
@@ -355,7 +355,7 @@ def _two_link_fjac(s, so, p, pc, u, dt, mode, jac, jo, w):
         jac[jo + 5 * 6 + i] = da[i]
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _two_link_constraint(s, so, p, pc, u, dt, out, oo):
     """Into ``out[oo:oo + 6]``: the positions and speeds one sample ahead of the state ``s``
     (the kinematic model of eq. 2.7 at the previous sample, as in eq. 2.11) and the
@@ -371,14 +371,14 @@ def _two_link_constraint(s, so, p, pc, u, dt, out, oo):
     out[oo + 5] = a2
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _two_link_walk_f(s, so, out, oo, p, pc, u, dt, mode, w):
     """Kinematic equations with random walk (section 2.2.1.1): the new accelerations are the
     constraint's at the previous state (eq. 2.11), their model noise the random walk."""
     _two_link_constraint(s, so, p, pc, u, dt, out, oo)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _two_link_newmark_f(s, so, out, oo, p, pc, u, dt, mode, w):
     """Numerical derivative with model uncertainty (section 2.2.1.2): positions and speeds from
     the kinematic model, the accelerations by Newmark's derivative of the positions (eq. 2.14,

@@ -574,7 +574,7 @@ FORCE = offsets("ForceCoeffs", [(name, 1) for name, _, _ in FORCE_COEFFS])
 """Offsets of the observers' coefficients from the first (``pc``), by name."""
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _kinematic_f(s, so, out, oo, p, pc, u, dt, mode, w):
     """Newmark's prediction merged with the accelerometer constraint (see
     :mod:`hapflow.ident.excavator`): ``[theta, theta', theta'']`` one sample ahead, the new
@@ -591,7 +591,7 @@ def _kinematic_f(s, so, out, oo, p, pc, u, dt, mode, w):
         out[oo + 3 + j] = om + dt * ((1.0 - gamma) * al + gamma * a_new)
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _force_f(s, so, out, oo, p, pc, u, dt, mode, w):
     """Cylinder forces by the inverse dynamics at the kinematic estimate ``u`` under the
     predicted loads; soil force a low-pass of the random walk ``(wx, wz)``; payload held."""

@@ -38,7 +38,7 @@ from hapflow.ports import In, Out
 from hapflow.rng import normal
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_position(th, c, r, h):
     """Slider-crank position analysis without the rod angle itself (no ``asin``).
 
@@ -68,7 +68,7 @@ def crank_position(th, c, r, h):
     return s, cp, dphi, ddphi, xs, dxs, ddxs
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_kinematics(th, c, r, h):
     """:func:`crank_position` with the rod angle itself (rad) in place of its sine and cosine.
 
@@ -79,7 +79,7 @@ def crank_kinematics(th, c, r, h):
     return math.asin(sp), dphi, ddphi, xs, dxs, ddxs
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_singularity(th, c, r, h):
     """Distance (rad) of the crank from the nearest dead centre: ``|theta - phi|`` mod ``pi``.
 
@@ -90,7 +90,7 @@ def crank_singularity(th, c, r, h):
     return math.asin(min(1.0, abs(dxs) * cp / c))
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_speed_growth(th, om, c, r, h):
     """Rate (1/s) at which the acceleration constraint solved for ``alpha`` grows a speed error.
 
@@ -120,7 +120,7 @@ def crank_speed_growth(th, om, c, r, h):
     return -2.0 * ddxs * om / dxs
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_terms(th, c, r, h, mc, mr, ms, g):
     """Reduced dynamics ``T = M alpha + C omega^2 + G - F xs'`` about the crank axis.
 
@@ -150,7 +150,7 @@ def crank_terms(th, c, r, h, mc, mr, ms, g):
     return mass, cor, grav, dxs
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_torque(th, om, al, force, c, r, h, mc, mr, ms, g):
     """Crank torque (N m) for crank motion ``(th, om, al)`` and slider force ``force`` (N, +x)."""
     mass, cor, grav, dxs = crank_terms(th, c, r, h, mc, mr, ms, g)
@@ -167,7 +167,7 @@ def crank_geometry_problem(c: float, r: float, h: float) -> str | None:
     return None
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def crank_acceleration(th, om, torque, force, c, r, h, mc, mr, ms, g):
     """Forward dynamics: crank acceleration (rad/s^2) under drive ``torque`` (N m) and slider
     ``force`` (N, +x) at angle ``th`` (rad) and speed ``om`` (rad/s) (:func:`crank_terms`)."""
@@ -175,7 +175,7 @@ def crank_acceleration(th, om, torque, force, c, r, h, mc, mr, ms, g):
     return (torque - cor * om * om - grav + force * dxs) / mass
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def speed_profile(t, w0, ripple, freq, th0):
     """Crank motion ``(theta, omega, alpha)`` at time ``t`` of the speed
     ``omega = w0 + ripple sin(2 pi freq t)`` from ``theta = th0`` at ``t = 0``."""
@@ -184,7 +184,7 @@ def speed_profile(t, w0, ripple, freq, th0):
             w0 + ripple * math.sin(w * t), ripple * w * math.cos(w * t))
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def converter(value, step, full_scale):
     """A reading through an ADC: rounded to ``step`` and clipped to ``+-full_scale`` (no
     rounding for ``step`` 0, no clipping for ``full_scale`` 0)."""
@@ -244,7 +244,7 @@ _NOISE = ("n_enc", "n_acc", "n_torque")
 NOISE = offsets("Noise", [(name, 1) for name in _NOISE])
 
 
-@njit_noalloc(inline="always")
+@njit_noalloc(forceinline=True)
 def _draw(d, m, enc, acc, torque):
     """The next noise sample of each sensor (std ``enc``, ``acc``, ``torque``) into ``d``."""
     d[NOISE.n_enc] = enc * normal(m, 0)

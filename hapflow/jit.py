@@ -16,6 +16,24 @@ alive for the call.  Such a function must not create arrays (``np.empty``,
 copies, ``np.dot`` ...; numba refuses to compile it) and must not return
 one; indexing, views, scalars and tuples are fine.  The block kernels that
 call these helpers are compiled normally.
+
+Inlining a helper into its callers: two ways, chosen per helper.
+
+* ``forceinline=True`` (LLVM's ``alwaysinline``): numba compiles the helper
+  once per argument types (literal constants included, so a caller's
+  constant sizes still reach it as constants) and LLVM pastes its code into
+  each caller.  The default for small scalar helpers: the model functions of
+  the Kalman filters (``blocks/estimation_models.py``, ``blocks/excavator.py``)
+  and the slider-crank kinematics (``blocks/multibody.py``).
+* ``inline="always"`` (numba's own IR inliner): numba copies the helper's
+  IR into every call site and types it there.  The copy is made with
+  ``copy.deepcopy`` of every block of the helper, which costs numba far more
+  than compiling the helper once (a large share of a Kalman filter graph's
+  compile in cProfile).  Kept in the Kalman steps (``blocks/estimation.py``:
+  the fixed-shape matrix products and the steps' own helpers), whose steps
+  ran slower with LLVM's inlining (``bench/estimation.py --only update``:
+  the linear KF and the EKF), and, not measured that way, for the matrix
+  products of the flexible link (``blocks/flexible.py``).
 """
 from __future__ import annotations
 
@@ -27,7 +45,7 @@ from numba import njit
 def njit_noalloc(fn: Callable | None = None, **options: Any) -> Any:
     """``numba.njit(fn, **options)`` without numba's runtime (see the module doc).
 
-    Usable as ``@njit_noalloc`` or ``@njit_noalloc(inline="always", ...)``.
+    Usable as ``@njit_noalloc`` or ``@njit_noalloc(forceinline=True, ...)``.
     """
     options["_nrt"] = False
     return njit(**options) if fn is None else njit(**options)(fn)
