@@ -20,6 +20,9 @@ the linear :class:`~hapflow.blocks.estimation.KalmanFilter` (Joseph form).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Callable
+
 import numpy as np
 from numba import njit
 
@@ -31,9 +34,6 @@ from hapflow.ports import In, Out
 
 from .estimation import (PACKED, KalmanFilter, Layout, commit_posterior, filter_steps,
                          fixed_ops, init_from)
-
-_probe_step = filter_steps(fixed_ops(3, 1, 1, 0, False)).kf
-"""The Kalman step with the probe's sizes fixed at compile time (3 states, 1 input, 1 output)."""
 
 
 def probe_matrices(dt: float, accel_noise: float, resolution: float) -> dict[str, list[float]]:
@@ -122,13 +122,8 @@ class ProbeKKF(Block):
     def init(x, d, m, p):
         init_from(d, p, PROBE.x0, PROBE.P0, 3)
 
-    @staticmethod
-    @njit
-    def output(t, x, d, m, p, pos, accel, pos_hat, vel_hat, acc_hat):
-        xn = _probe_step(d, p, pos, accel, PROBE_LAYOUT)[0]
-        pos_hat[0] = d[xn]
-        vel_hat[0] = d[xn + 1]
-        acc_hat[0] = d[xn + 2]
+    def kernels(self) -> dict[str, Callable]:
+        return {"output": _probe_output(), **super().kernels()}
 
     @staticmethod
     @njit
@@ -140,3 +135,24 @@ PROBE = ProbeKKF.P
 PROBE_LAYOUT = Layout(n=3, m=1, l=1, bu=1, numjac=0, ns=0, simplex=0,
                       **{name: getattr(PROBE, name, -1) for name in PACKED})
 """The probe's filter step's layout: its sizes and where its values lie in ``p``."""
+
+
+@lru_cache(maxsize=None)
+def _probe_output() -> Callable:
+    """The probe's ``output`` kernel over the Kalman step with its sizes fixed at compile time
+    (3 states, 1 input, 1 output).
+
+    Built on first use, not at import: building a step writes and imports its generated
+    modules (:func:`hapflow.closures.frozen`), which every process importing the block
+    library would otherwise pay, whether or not its graph holds a probe.
+    """
+    step = filter_steps(fixed_ops(3, 1, 1, 0, False)).kf
+    layout = PROBE_LAYOUT
+
+    @njit
+    def output(t, x, d, m, p, pos, accel, pos_hat, vel_hat, acc_hat):
+        xn = step(d, p, pos, accel, layout)[0]
+        pos_hat[0] = d[xn]
+        vel_hat[0] = d[xn + 1]
+        acc_hat[0] = d[xn + 2]
+    return output
