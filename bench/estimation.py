@@ -41,17 +41,23 @@ graph and its baseline alike):
   other frequencies of the unknown slider force, and for the previous
   kinematic stage (the acceleration a random walk, ``slider_crank_kkf_walk``)
   with table 3.1's errors and with exact models.
+* cold compile: CPU time of a fresh process with empty kernel caches building
+  graphs/slider_crank_torque.yaml (median of 3): the compile cost that the
+  inlining choices of :mod:`hapflow.jit` trade against the per-update cost.
 
 The table prints each figure next to its goal with PASS/MISS; the script
 exits 0 whatever the figures (a benchmark, not a test).
 
-Usage: ``python bench/estimation.py [--runs N] [--only update|tables|kinematic|arm|variants]``.
+Usage: ``python bench/estimation.py [--runs N] [--only update|tables|kinematic|arm|variants|compile]``.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -365,8 +371,43 @@ def _print_variants(runs: int) -> None:
         print(f"{label:<42}{two:>10.3f}{bench:>11.3f}")
 
 
+COMPILE_RUNS = 3
+"""Fresh processes per compile figure (a cold compile of the slider-crank graph takes most
+of a minute)."""
+
+
+def compile_cpu(path: Path) -> float:
+    """CPU seconds a fresh process with empty kernel caches takes to build ``Simulation`` of
+    the graph file ``path`` (code generation and every numba compile: fused graphs compile
+    in the process itself)."""
+    with tempfile.TemporaryDirectory(prefix="hapflow_cold_") as tmp:
+        env = dict(os.environ, HAPFLOW_CACHE_DIR=os.path.join(tmp, "hapflow"),
+                   NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
+        out = subprocess.run([sys.executable, __file__, "--compile-child", str(path)], env=env,
+                             capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"compile child failed:\n{out.stderr}")
+    return float(out.stdout.split()[-1])
+
+
+def _compile_child(path: str) -> None:
+    graph = hapflow.load(path)
+    start = time.process_time()
+    hapflow.Simulation(graph)
+    print(f"{time.process_time() - start:.3f}")
+
+
+def _print_compile(runs: int) -> None:
+    runs = min(runs, COMPILE_RUNS)
+    seconds = statistics.median(compile_cpu(GRAPH) for _ in range(runs))
+    print(f"Cold compile of {GRAPH.relative_to(ROOT)} (six Kalman filters on three models), "
+          f"CPU s of a fresh process with empty caches, median of {runs}")
+    print(f"{'compile CPU (s)':<34}{seconds:>10.1f}")
+
+
 SECTIONS = {"update": _print_per_update, "tables": _print_tables,
-            "kinematic": _print_kinematic, "arm": _print_arm, "variants": _print_variants}
+            "kinematic": _print_kinematic, "arm": _print_arm, "variants": _print_variants,
+            "compile": _print_compile}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,7 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="timed runs per figure (median)")
     parser.add_argument("--only", choices=list(SECTIONS), action="append",
                         help="run only this section (repeatable; default: all)")
+    parser.add_argument("--compile-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compile_child:
+        _compile_child(args.compile_child)
+        return 0
     for i, name in enumerate(args.only or SECTIONS):
         if i:
             print()
