@@ -18,7 +18,7 @@ import threading
 import time as _time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numba
 import numpy as np
@@ -30,8 +30,10 @@ from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .graph import Graph
 from .layout import allocate, float_bases
-from .recorder import Recorder
 from .rng import stream_seeds
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
 
 
 def _factor(x: float) -> str:
@@ -375,6 +377,7 @@ class Simulation:
 
     def recorder(self, path: str | Path) -> Recorder:
         """A :class:`Recorder` for this graph's recorded signals."""
+        from .recorder import Recorder      # h5py: imported by runs that record to a file
         from .yamlio import to_yaml
         signals = {}
         for (block, port), col in self.layout.log.items():
