@@ -54,6 +54,8 @@ import sys
 import tempfile
 import time
 
+from coldcache import empty_caches
+
 RATE = 4000.0
 DURATION = 10.0
 LONG = 60.0               # s, the long run of the per-chunk overhead (1 s chunks)
@@ -260,9 +262,7 @@ def main():
     runs = max(5, args.runs)
 
     # (c) cold compile first, in a process with empty caches
-    with tempfile.TemporaryDirectory(prefix="hapflow_cold_") as tmp:
-        env = dict(os.environ, HAPFLOW_CACHE_DIR=os.path.join(tmp, "hapflow"),
-                   NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
+    with empty_caches() as env:
         _, cold = run_child("cold", env)
 
     import numpy as np

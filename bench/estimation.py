@@ -53,11 +53,9 @@ Usage: ``python bench/estimation.py [--runs N] [--only update|tables|kinematic|a
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -75,6 +73,8 @@ from hapflow.blocks.estimation_models import MODELS  # noqa: E402
 from tests.evals.test_slider_crank import (FIGURES, OBSERVERS, TABLE_3_4,  # noqa: E402
                                            worst_errors)
 from tests.helpers import table  # noqa: E402
+
+from coldcache import empty_caches  # noqa: E402  (bench/, the script's folder)
 
 TICKS = 20000
 RATE = 1000.0
@@ -380,9 +380,7 @@ def compile_cpu(path: Path) -> float:
     """CPU seconds a fresh process with empty kernel caches takes to build ``Simulation`` of
     the graph file ``path`` (code generation and every numba compile: fused graphs compile
     in the process itself)."""
-    with tempfile.TemporaryDirectory(prefix="hapflow_cold_") as tmp:
-        env = dict(os.environ, HAPFLOW_CACHE_DIR=os.path.join(tmp, "hapflow"),
-                   NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
+    with empty_caches() as env:
         out = subprocess.run([sys.executable, __file__, "--compile-child", str(path)], env=env,
                              capture_output=True, text=True)
     if out.returncode != 0:
