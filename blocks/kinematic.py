@@ -147,11 +147,10 @@ def _probe_output() -> Callable:
     library would otherwise pay, whether or not its graph holds a probe.
     """
     step = filter_steps(fixed_ops(3, 1, 1, 0, False)).kf
-    layout = PROBE_LAYOUT
 
     @njit
     def output(t, x, d, m, p, pos, accel, pos_hat, vel_hat, acc_hat):
-        xn = step(d, p, pos, accel, layout)[0]
+        xn = step(d, p, pos, accel, PROBE_LAYOUT)[0]
         pos_hat[0] = d[xn]
         vel_hat[0] = d[xn + 1]
         acc_hat[0] = d[xn + 2]
