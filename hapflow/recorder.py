@@ -16,23 +16,35 @@ whether the run finished.  After an error, Ctrl-C or SIGTERM every submitted
 chunk is stored before the file closes; a SIGKILL or a crash loses only the
 chunks submitted since the writer's last round (:data:`WRITE_INTERVAL`).
 
-Hand-off.  :meth:`Recorder.submit` only queues a chunk.  One writer thread
-per process wakes every :data:`WRITE_INTERVAL` and appends what queued as one
-append (one extent change per dataset and one flush, however many chunks) while
-the caller runs the next chunk's kernel, which releases the GIL.  Chosen
-against the alternatives by measurement (``bench/engine.py`` prints the
-per-chunk overhead; the commit that made this choice has the figures):
+Hand-off.  :meth:`Recorder.submit` only queues a chunk, and
+:meth:`Recorder.submit_later` queues one that the writer makes itself (a
+simulation hands over its chunk's raw log rows; the writer splits them into
+signals and computes their times).  One writer thread per process wakes every
+:data:`WRITE_INTERVAL` and appends what queued as one append (one extent
+change, one write per dataset and one flush, however many chunks) while the
+caller runs the next chunk's kernel, which releases the GIL.  Chosen against
+the alternatives by measurement (the per-chunk overhead of ``bench/engine.py``,
+a 60 s run of the 4 kHz rig in 1 s chunks to a file; the medians over 61 runs
+of one process per row, the rows alternating, each figure a share of the
+kernel's time per chunk):
 
-* a thread started per run (the previous design) cost about as much as the
+* a thread started per run (the first design) cost about as much as the
   10 s rig run's whole kernel: the thread is started once and kept;
-* waking the writer at every submit is a system call on the caller's side
-  that cost a noticeable share of a 1 s rig chunk's kernel time; on a timer
-  the caller pays nothing to hand a chunk over, and a chunk waits at most one
-  round before it is flushed;
-* a round of one millisecond holds the GIL for less time than one 1 s chunk
-  of the rig's kernel takes, so the caller rarely waits for the writer; long
-  rounds (tens of milliseconds) write fewer, bigger appends but stall the
-  caller for the whole burst when its kernel returns.
+* the caller split the log rows into signals and made the time column, 39 us
+  of a 460-630 us chunk: the writer does it now, while the caller's next
+  kernel runs (19-22 % before, 7.6-8.9 % after, with a 1 ms round);
+* waking the writer at every submit (a ``threading.Condition`` or a bare
+  lock released by the caller) cost the caller 14-27 us per submit against
+  3.5 us for queueing alone: the writer wakes on a timer;
+* the round: the caller waits for the GIL when its kernel returns while the
+  writer is inside an HDF5 call (h5py holds the GIL throughout), so short
+  rounds stall it often and long ones long: 0.5 ms 9.6-10.9 %, 1 ms
+  6.1-12.6 %, **2 ms 2.8-9.7 %**, 3 ms 4.7-9.4 %, 4 ms 4.2-6.4 % (2 ms
+  was the lower in 5 of 5 alternations against 1 ms); with the split still
+  on the caller, medians of 16 runs: 1 ms 8 %, 20 ms 18 %, 100 ms 36 %;
+* flushing at most every 50 ms instead of at every round: 16.0-16.4 %
+  against 7.6-8.9 % (2 of 2 alternations, 1 ms rounds), so every round
+  flushes, which also keeps ``ticks`` on disk equal to the rows stored.
 
 Writes.  h5py's low-level calls on dataset ids kept from the layout, with the
 row count kept here and ``ticks`` written through a kept attribute handle:
@@ -42,14 +54,16 @@ chunk.  A dataset's HDF5 chunk holds a whole number of the caller's chunks
 (``rows``), so appends fill chunks instead of rewriting a part-filled one at
 every flush.
 
-What is left.  Copying the rows through HDF5 and flushing takes a fixed
-share of the kernel's time per chunk, hidden only while the other core is
-free: on a machine whose cores are all busy the writer's work adds to the
-run.  Each file also has a fixed cost (creating it with its attributes,
-removing the recording it replaces, closing it) of the order of the 10 s rig
-run's whole kernel, which is why a 10 s run to a file cannot come within
-1.35x of the hand-written loop; ``bench/engine.py`` reports the per-chunk
-overhead of a 60 s run, free of that fixed cost.
+What is left.  A round that writes one 4000-row chunk of the rig (the time
+and one signal) takes 250-340 us of the writer's time, nearly all of it in
+h5py and HDF5 (copying the 64 kB costs 6-17 us), holding the GIL: hidden
+only while the other core is free, so on a machine whose cores are all busy
+the writer's work adds to the run, and while the caller's kernel returns
+into a round it waits.  Each file also has a fixed cost (creating it with
+its attributes, removing the recording it replaces, closing it) of the order
+of the 10 s rig run's whole kernel, which is why a 10 s run to a file cannot
+come within 1.35x of the hand-written loop; ``bench/engine.py`` reports the
+per-chunk overhead of a 60 s run, free of that fixed cost.
 """
 
 from __future__ import annotations
@@ -59,7 +73,6 @@ import os
 import threading
 import time as _time
 from dataclasses import dataclass, field
-from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
@@ -69,7 +82,7 @@ import numpy as np
 from .errors import HapflowError
 from .ports import DTYPES
 
-WRITE_INTERVAL = 0.001
+WRITE_INTERVAL = 0.002
 """Seconds between the writer thread's rounds (see the module docstring)."""
 
 QUEUED_BYTES = 64 * 2**20
@@ -77,6 +90,9 @@ QUEUED_BYTES = 64 * 2**20
 
 CHUNK_BYTES = (16 * 2**10, 2**20)
 """Smallest and largest HDF5 chunk of a dataset, in bytes."""
+
+ChunkMaker = Callable[[], tuple[np.ndarray, dict[str, np.ndarray]]]
+"""Makes a chunk's times and signals (see :meth:`Recorder.submit_later`)."""
 
 
 class Recorder:
@@ -113,7 +129,7 @@ class Recorder:
         self._lock = threading.Lock()            # guards the queue
         self._writing = threading.Lock()         # one writer at a time: the thread or wait()
         self._failure: BaseException | None = None
-        self._queue: list[tuple[np.ndarray, dict[str, np.ndarray], int]] = []
+        self._queue: list[tuple[ChunkMaker, int]] = []
         self._queued = 0
         self.submitted = 0
         self.stored = 0
@@ -173,10 +189,21 @@ class Recorder:
         append; :attr:`stored` counts the chunks in the file.  The caller
         writes the queue itself when :data:`QUEUED_BYTES` are queued.
         """
-        self._raise_failure()
         size = time.nbytes + sum(c.nbytes for c in columns.values())
+        self.submit_later(lambda: (time, columns), size)
+
+    def submit_later(self, make: ChunkMaker, size: int) -> None:
+        """Queue a chunk that the writer makes when it stores it, as :meth:`submit` does.
+
+        ``make()`` returns the chunk's times and signals (as :meth:`submit` takes them); it
+        runs on the writer's thread, so it must read only data that no longer changes.
+        ``size`` is the bytes it holds, counted against :data:`QUEUED_BYTES`.  Splitting
+        a simulation's log rows into signals costs the caller a noticeable share of a 1 s
+        rig chunk's kernel time: made here, it runs while the caller's next kernel runs.
+        """
+        self._raise_failure()
         with self._lock:
-            self._queue.append((time, columns, size))
+            self._queue.append((make, size))
             self._queued += size
         if not self.submitted:
             WRITER.add(self)
@@ -199,13 +226,13 @@ class Recorder:
             if not batch:
                 return
             try:
-                self._append([(time, columns) for time, columns, _ in batch])
+                self._append([make() for make, _ in batch])
             except BaseException as exc:
                 self._failure = exc
                 raise
             with self._lock:
                 self.stored += len(batch)
-                self._queued -= sum(b[2] for b in batch)
+                self._queued -= sum(size for _, size in batch)
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -217,16 +244,14 @@ class Recorder:
             self._append([(time, columns)])
 
     def _append(self, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> None:
-        """Append chunks, one after the other, and flush once.
+        """Append chunks, one after the other, as one write per dataset, and flush once.
 
         Rows of a wrong shape fail before the file changes; a write that fails
         shrinks the datasets back, so that they keep ``ticks`` rows.
         """
         n0 = self.ticks
-        n1 = n0 + sum(time.shape[0] for time, _ in chunks)
-        parts = [(name, start, self._rows(name, rows))
-                 for start, (time, columns) in zip(_starts(n0, chunks), chunks)
-                 for name, rows in (("/time", time), *columns.items())]
+        rows = self._joined(chunks)
+        n1 = n0 + rows["/time"].shape[0]
         spaces = {}
         try:
             for ds, shape in self._ids.values():
@@ -234,11 +259,11 @@ class Recorder:
                 if shape not in spaces:
                     spaces[shape] = h5py.h5s.create_simple((n1, *shape),
                                                            (h5py.h5s.UNLIMITED, *shape))
-            for name, start, rows in parts:
+            for name, values in rows.items():
                 ds, shape = self._ids[name]
                 space = spaces[shape]
-                space.select_hyperslab((start,) + (0,) * len(shape), rows.shape)
-                ds.write(self._memory(rows.shape), space, rows)
+                space.select_hyperslab((n0,) + (0,) * len(shape), values.shape)
+                ds.write(self._memory(values.shape), space, values)
         except BaseException:
             for ds, shape in self._ids.values():
                 ds.set_extent((n0, *shape))
@@ -247,9 +272,25 @@ class Recorder:
         self.file.flush()
         self.ticks = n1
 
-    def _rows(self, name: str, rows: np.ndarray) -> np.ndarray:
-        """``rows`` as a C-contiguous array of dataset ``name``'s row shape."""
-        return np.ascontiguousarray(rows).reshape((rows.shape[0], *self._ids[name][1]))
+    def _joined(self, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+                ) -> dict[str, np.ndarray]:
+        """Each dataset's rows of ``chunks``, one chunk after the other, as a C-contiguous
+        array of the dataset's row shape; a ValueError names a signal that does not fit."""
+        joined = {}
+        for name, (_, shape) in self._ids.items():
+            pieces = [time if name == "/time" else columns.get(name) for time, columns in chunks]
+            try:
+                shaped = [np.reshape(rows, (len(time), *shape))
+                          for rows, (time, _) in zip(pieces, chunks)]
+            except (ValueError, TypeError):
+                raise ValueError(f"signal {name!r}: {[np.shape(r) for r in pieces]} "
+                                 f"are not the chunks' rows of shape {shape}") from None
+            joined[name] = np.ascontiguousarray(
+                shaped[0] if len(shaped) == 1 else np.concatenate(shaped))
+        unknown = {name for _, columns in chunks for name in columns} - set(self.datasets)
+        if unknown:
+            raise ValueError(f"no signals {sorted(unknown)} in this recording")
+        return joined
 
     def _memory(self, shape: tuple[int, ...]) -> h5py.h5s.SpaceID:
         space = self._spaces.get(shape)
@@ -272,11 +313,6 @@ class Recorder:
                         self.file.attrs["complete"] = status == "complete"
                     finally:
                         self.file.close()
-
-
-def _starts(n0: int, chunks: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> list[int]:
-    """First row of each chunk appended after row ``n0``."""
-    return list(accumulate((time.shape[0] for time, _ in chunks[:-1]), initial=n0))
 
 
 class _WriterThread:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import signal
 import sys
@@ -375,6 +376,11 @@ class Simulation:
                                       else values.astype(dtype))
         return out
 
+    def _chunk(self, tick0: int, rows: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The times and signals of log ``rows`` (the run's own) that start at tick ``tick0``."""
+        return np.arange(tick0, tick0 + rows.shape[0]) / self.graph.rate, \
+            self.columns(rows, copy=False)
+
     def recorder(self, path: str | Path) -> Recorder:
         """A :class:`Recorder` for this graph's recorded signals."""
         from .recorder import Recorder      # h5py: imported by runs that record to a file
@@ -428,15 +434,17 @@ class Simulation:
                 while done < total:
                     tick0 = self.tick
                     n = min(self.chunk_ticks, total - done)
-                    rows = self.advance(n, None if kept is None else kept.target(done, n))
+                    # a file's chunk gets rows of its own, split and stored while the next runs
+                    own = kept.target(done, n) if kept is not None else np.empty_like(self.log[:n])
+                    rows = self.advance(n, own)
                     done += n
-                    if rec is not None:         # stored while the next chunk runs
-                        t = np.arange(tick0, self.tick) / self.graph.rate
-                        cols = self.columns(rows)
+                    if rec is not None and on_chunk is None:
+                        rec.submit_later(functools.partial(self._chunk, tick0, rows), rows.nbytes)
+                    elif rec is not None:           # it is told of stored chunks only
+                        t, cols = self._chunk(tick0, rows)
                         rec.submit(t, cols)
-                        if on_chunk is not None:    # it is told of stored chunks only
-                            rec.wait()
-                            on_chunk(t, cols)
+                        rec.wait()
+                        on_chunk(t, cols)
                     else:
                         kept.keep(rows)
                         if on_chunk is not None:

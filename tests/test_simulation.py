@@ -125,6 +125,20 @@ def test_a_run_recorded_to_a_file_gives_its_time_and_signals_from_the_file(tmp_p
             assert np.array_equal(values, f["signals"][name][()]), name
 
 
+def test_a_run_to_a_file_in_chunks_records_what_the_same_run_keeps_in_memory(tmp_path):
+    """Each chunk's log rows are split into signals by the writer thread while the next chunk
+    runs: every chunk must keep rows of its own, not the buffer the next chunk overwrites."""
+    graph = mixed_graph()
+    memory = hf.Simulation(graph, chunk=0.01).run(0.095, progress=False)
+    hf.Simulation(graph, chunk=0.01).run(0.095, out=tmp_path / "r.h5", progress=False)
+    recording = hf.recorder.load(tmp_path / "r.h5")
+    np.testing.assert_array_equal(recording.time, memory.time)
+    assert set(recording.signals) == set(memory.signals)
+    for name, values in memory.signals.items():
+        assert recording[name].dtype == values.dtype, name
+        np.testing.assert_array_equal(recording[name], values, err_msg=name)
+
+
 class _Counted(hf.Block, register=False):
     """Test block: outputs a derived value and keeps each gain it was packed with.
 
