@@ -91,6 +91,7 @@ from .codegen import Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
 from .inline import size as kernel_size
+from .jit import take_undecided
 from .layout import Layout, build_layout
 from .schedule import Schedule, build_schedule
 
@@ -330,6 +331,7 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
     Program
     """
     checked = graph.check()
+    cache_self_contained_helpers()
     schedule = build_schedule(checked)
     layout = build_layout(checked)
     if mode == "auto":
@@ -584,6 +586,12 @@ def _separate(dispatcher: numba.core.dispatcher.Dispatcher) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _helpers(py: Callable) -> frozenset:
+    """The dispatchers ``py`` calls that numba compiles as functions of their own."""
+    return frozenset(d for d in _callees(py) if _separate(d))
+
+
+@functools.lru_cache(maxsize=None)
+def _callees(py: Callable) -> frozenset:
     """The dispatchers ``py`` names (globals its code reads, closure cells), transitively."""
     found: set = set()
     todo, seen = [py], set()
@@ -596,10 +604,27 @@ def _helpers(py: Callable) -> frozenset:
         values = [names[n] for n in _code_names(fn.__code__) if n in names]
         for value in values + _closure_values(fn):
             if isinstance(value, numba.core.dispatcher.Dispatcher):
-                if _separate(value):
-                    found.add(value)
+                found.add(value)
                 todo.append(value.py_func)
     return frozenset(found)
+
+
+def cache_self_contained_helpers() -> None:
+    """Cache on disk the machine code of each new :func:`hapflow.jit.njit_noalloc` helper
+    whose calls stay within its own source file (numba's cache notices changes of that
+    file only), no closure among them.
+
+    Without it, every process compiled each helper again wherever no cached kernel
+    held it: a graph run interpreted (whose kernels call the helpers from Python), a
+    kernel compiled afresh, a test's child process.
+    """
+    for helper in take_undecided():
+        with contextlib.suppress(TypeError):            # no source file: not cached
+            file = _source_file(helper.py_func)
+            if file is not None and all(_source_file(d.py_func) == file and
+                                        d.py_func.__closure__ is None
+                                        for d in (helper, *_callees(helper.py_func))):
+                helper.enable_caching()
 
 
 def _code_names(code: types.CodeType) -> set[str]:

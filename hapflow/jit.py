@@ -34,18 +34,55 @@ Inlining a helper into its callers: two ways, chosen per helper.
   ran slower with LLVM's inlining (``bench/estimation.py --only update``:
   the linear KF and the EKF), and, not measured that way, for the matrix
   products of the flexible link (``blocks/flexible.py``).
+
+Disk cache.  A helper made without a ``cache`` option is cached on disk
+(numba's ``cache=True``) when every function it calls, transitively, is
+defined in its own file, no closure among them
+(:func:`hapflow.compiler.cache_self_contained_helpers`, before a graph
+compiles): numba renews a cached function when its own file changes, not
+when a file it calls into does, and its machine code holds its callees'.
+Cached, a helper compiles once per cache instead of once in every process
+that calls it outside a cached kernel: an interpreted run (its kernels call
+the helpers from Python), a kernel compiled afresh, each child process of a
+test.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from numba import njit
+from numba.core.dispatcher import Dispatcher
+
+
+_UNDECIDED: list[Dispatcher] = []
+"""Helpers of :func:`njit_noalloc` whose disk caching :func:`take_undecided` has not handed out."""
 
 
 def njit_noalloc(fn: Callable | None = None, **options: Any) -> Any:
     """``numba.njit(fn, **options)`` without numba's runtime (see the module doc).
 
-    Usable as ``@njit_noalloc`` or ``@njit_noalloc(forceinline=True, ...)``.
+    Usable as ``@njit_noalloc`` or ``@njit_noalloc(forceinline=True, ...)``.  Without a
+    ``cache`` option, whether the helper's machine code is cached on disk is decided
+    before the first graph compiles (:func:`take_undecided`).
     """
     options["_nrt"] = False
-    return njit(**options) if fn is None else njit(**options)(fn)
+    decide = "cache" not in options
+
+    def make(py: Callable) -> Dispatcher:
+        dispatcher = njit(**options)(py)
+        if decide:
+            _UNDECIDED.append(dispatcher)
+        return dispatcher
+    return make if fn is None else make(fn)
+
+
+def take_undecided() -> list[Dispatcher]:
+    """The helpers made by :func:`njit_noalloc` without a ``cache`` option since the last call.
+
+    numba's disk cache notices a change of the helper's own source file only, not of
+    the files of the functions it calls, whose code its machine code holds: the
+    caller (:mod:`hapflow.compiler`) caches those whose calls stay within their file.
+    """
+    taken = _UNDECIDED[:]
+    del _UNDECIDED[:len(taken)]
+    return taken

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import hapflow as hf
 from tests.helpers import mixed_graph
@@ -96,3 +97,39 @@ def test_a_generated_module_runs_its_kept_code_only_for_the_text_it_was_compiled
     # another text under that name runs as written, not as the code kept for the first
     monkeypatch.delitem(sys.modules, "hm_kept")
     assert compiler.load_module("hm_kept", "VALUE = 2\n", {}).VALUE == 2
+
+
+HELPER_CHILD = textwrap.dedent("""
+    import hf_cached_caller, hf_cached_leaf
+    from hapflow import compiler
+    compiler.cache_self_contained_helpers()
+    caller, leaf = hf_cached_caller.twice_leaf, hf_cached_leaf.leaf
+    print(caller(1.0), leaf(1.0), sum(caller.stats.cache_hits.values()),
+          sum(leaf.stats.cache_hits.values()))
+""")
+
+
+def test_helpers_are_cached_on_disk_only_where_an_edit_of_their_own_file_renews_them(tmp_path):
+    """A helper that calls only its own file's functions is loaded from disk by the next
+    process; one that calls another file's helper is not cached: numba's cache would keep
+    running the old callee after that file changed."""
+    leaf = tmp_path / "hf_cached_leaf.py"
+    leaf.write_text("from hapflow.jit import njit_noalloc\n"
+                    "@njit_noalloc\ndef leaf(x):\n    return 2.0 * x\n")
+    (tmp_path / "hf_cached_caller.py").write_text(
+        "from hapflow.jit import njit_noalloc\nfrom hf_cached_leaf import leaf\n"
+        "@njit_noalloc\ndef twice_leaf(x):\n    return 2.0 * leaf(x)\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    env.pop("NUMBA_CACHE_DIR", None)             # numba's cache beside the files in tmp_path
+
+    def child():
+        return subprocess.run([sys.executable, "-c", HELPER_CHILD], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    assert child() == ["4.0", "2.0", "0", "0"]
+    assert child() == ["4.0", "2.0", "0", "1"]       # the leaf's machine code from disk
+    leaf.write_text(leaf.read_text().replace("2.0", "3.0"))
+    stamp = leaf.stat().st_mtime + 10.0              # a new stamp whatever the clock's step
+    os.utime(leaf, (stamp, stamp))
+    assert child() == ["6.0", "3.0", "0", "0"]
