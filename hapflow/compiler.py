@@ -331,7 +331,6 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
     Program
     """
     checked = graph.check()
-    cache_self_contained_helpers()
     schedule = build_schedule(checked)
     layout = build_layout(checked)
     if mode == "auto":
@@ -372,7 +371,9 @@ def compile_lanes(program: Program, width: int) -> Callable:
 
 
 def _interpreted(generated: Generated, title: str) -> dict:
-    """The namespace of ``generated`` executed as plain Python."""
+    """The namespace of ``generated`` executed as plain Python (whose kernels call the
+    compiled helpers from Python)."""
+    cache_self_contained_helpers()
     ns = _interpreted_namespace(generated)
     exec(compile(generated.source, f"<hapflow {title}>", "exec"), ns)
     return ns
@@ -388,6 +389,7 @@ def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) ->
                  **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
     module = load_module(name, generated.source, _namespace(namespace, False, name))
     if not all(_on_disk(vars(module)[f]) for f in entries):
+        cache_self_contained_helpers()
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
         # Loaded from the cache, the entries hold their code: a warm start compiles no
@@ -616,7 +618,9 @@ def cache_self_contained_helpers() -> None:
 
     Without it, every process compiled each helper again wherever no cached kernel
     held it: a graph run interpreted (whose kernels call the helpers from Python), a
-    kernel compiled afresh, a test's child process.
+    kernel compiled afresh, a test's child process.  Called where something is about
+    to compile, not at every start: numba tries a file in each new cache folder, and
+    deciding for every helper made a warm start about 0.1 s slower.
     """
     for helper in take_undecided():
         with contextlib.suppress(TypeError):            # no source file: not cached

@@ -38,8 +38,8 @@ Inlining a helper into its callers: two ways, chosen per helper.
 Disk cache.  A helper made without a ``cache`` option is cached on disk
 (numba's ``cache=True``) when every function it calls, transitively, is
 defined in its own file, no closure among them
-(:func:`hapflow.compiler.cache_self_contained_helpers`, before a graph
-compiles): numba renews a cached function when its own file changes, not
+(:func:`hapflow.compiler.cache_self_contained_helpers`, before a kernel
+compiles or a graph runs interpreted): numba renews a cached function when its own file changes, not
 when a file it calls into does, and its machine code holds its callees'.
 Cached, a helper compiles once per cache instead of once in every process
 that calls it outside a cached kernel: an interpreted run (its kernels call
@@ -63,7 +63,7 @@ def njit_noalloc(fn: Callable | None = None, **options: Any) -> Any:
 
     Usable as ``@njit_noalloc`` or ``@njit_noalloc(forceinline=True, ...)``.  Without a
     ``cache`` option, whether the helper's machine code is cached on disk is decided
-    before the first graph compiles (:func:`take_undecided`).
+    before it is first needed (:func:`take_undecided`).
     """
     options["_nrt"] = False
     decide = "cache" not in options
