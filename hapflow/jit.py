@@ -39,12 +39,12 @@ Disk cache.  A helper made without a ``cache`` option is cached on disk
 (numba's ``cache=True``) when every function it calls, transitively, is
 defined in its own file, no closure among them
 (:func:`hapflow.compiler.cache_self_contained_helpers`, before a kernel
-compiles or a graph runs interpreted): numba renews a cached function when its own file changes, not
-when a file it calls into does, and its machine code holds its callees'.
-Cached, a helper compiles once per cache instead of once in every process
-that calls it outside a cached kernel: an interpreted run (its kernels call
-the helpers from Python), a kernel compiled afresh, each child process of a
-test.
+compiles or a graph runs interpreted): numba renews a cached function when
+its own file changes, not when a file it calls into does, and its machine
+code holds its callees'.  Cached, a helper compiles once per cache instead
+of once in every process that calls it outside a cached kernel: an
+interpreted run (its kernels call the helpers from Python), a kernel
+compiled afresh, each child process of a test.
 """
 from __future__ import annotations
 
