@@ -376,10 +376,12 @@ class Simulation:
                                       else values.astype(dtype))
         return out
 
-    def _chunk(self, tick0: int, rows: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The times and signals of log ``rows`` (the run's own) that start at tick ``tick0``."""
+    def _chunk(self, tick0: int, rows: np.ndarray, copy: bool = False
+               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The times and signals of log ``rows`` that start at tick ``tick0`` (signals as
+        :meth:`columns` gives them: ``copy`` false for rows the run owns)."""
         return np.arange(tick0, tick0 + rows.shape[0]) / self.graph.rate, \
-            self.columns(rows, copy=False)
+            self.columns(rows, copy=copy)
 
     def recorder(self, path: str | Path) -> Recorder:
         """A :class:`Recorder` for this graph's recorded signals."""
@@ -448,8 +450,7 @@ class Simulation:
                     else:
                         kept.keep(rows)
                         if on_chunk is not None:
-                            on_chunk(np.arange(tick0, self.tick) / self.graph.rate,
-                                     self.columns(rows))
+                            on_chunk(*self._chunk(tick0, rows, copy=True))
                     self.drain()
                     bar.update(n)
                     if interrupted:
