@@ -13,8 +13,9 @@ Rules, repeated until nothing changes:
 
 - a local assigned exactly once, at the top level of the body, to an
   integer constant (alone, or in a tuple of constants: ``a, b = (2, 5)``,
-  a kernel's named offsets) is replaced by that constant where it is read,
-  and the assignment is dropped;
+  a kernel's named offsets, also once its elements have folded to constants,
+  as TransferFunction's ``b, a = (0, 0 + n + 1)``) is replaced by that
+  constant where it is read, and the assignment is dropped;
 - ``+ - * // %`` and unary ``-`` of integer constants, comparisons of
   integer constants, ``a if <constant> else b`` and ``if <constant>:`` are
   folded; in an index, ``x + 0`` becomes ``x``, ``(x + 3) - 1`` becomes
@@ -269,9 +270,9 @@ def simplify(body: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
 
     Statements whose bodies empty out get ``pass``.
     """
-    body = _flatten([_split(s) for s in body])
     for _ in range(8):
         before = ast.dump(ast.Module(body, []))
+        body = _flatten([_split(s) for s in body])     # again: folding may make a tuple constant
         known = _constants(body, names)
         body = [s for s in body if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                                         and isinstance(s.targets[0], ast.Name)

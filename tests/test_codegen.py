@@ -243,6 +243,40 @@ def test_source_names_every_offset_and_event_field():
     assert "ev[EV_J]" in program.source and "ev[8]" not in program.source
 
 
+def _inliner_artefacts(source: str) -> list[str]:
+    """Lines an inliner leaves and a person would not write: a loop of at most one trip over
+    constant bounds, an inlined local set to integer constants, a wrap-around guard on a
+    constant index."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) \
+                and getattr(node.iter.func, "id", None) == "range" \
+                and all(isinstance(a, ast.Constant) for a in node.iter.args) \
+                and len(range(*(a.value for a in node.iter.args))) <= 1:
+            found.append(ast.unparse(node).splitlines()[0])
+        if isinstance(node, ast.Assign):
+            names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            inlined = all(n.partition("_")[0][:1] == "c" and n.partition("_")[0][1:].isdigit()
+                          for n in names)     # the inliner names a kernel's locals c<k>_<name>
+            if inlined and all(isinstance(v, ast.Constant) and type(v.value) is int
+                               for v in values):
+                found.append(ast.unparse(node))
+        if isinstance(node, ast.IfExp) and isinstance(node.test, ast.Compare) \
+                and isinstance(node.test.ops[0], ast.Lt) \
+                and not any(isinstance(n, ast.Name) for n in ast.walk(node.test.left)):
+            found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["fused", "units"])
+def test_no_graph_file_leaves_inliner_artefacts_in_its_source(mode):
+    for path in GRAPHS:
+        program = compile_graph(hf.load(path), interpret=True, mode=mode)
+        sources = [program.source] + [unit.source for unit in program.units.values()]
+        assert [line for s in sources for line in _inliner_artefacts(s)] == [], path.name
+
+
 SOURCE_CHILD = """
 import sys
 import numpy as np

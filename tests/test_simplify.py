@@ -64,3 +64,22 @@ def test_a_loop_nested_in_one_over_the_same_name_is_left_alone():
 def test_a_counter_also_assigned_elsewhere_may_be_negative():
     src = "j = k - 5\nfor j in range(2):\n    f[b1 + (j + (4 if j < 0 else 0))] = 1.0\n"
     assert "if j < 0" in _simplified(src, {"j"})
+
+
+# TransferFunction's update names where b0 and a0 are from its state size:
+# ``b, a = TF.coefficients, TF.coefficients + n + 1`` with ``n = d.size``, inlined for n = 1.
+OFFSETS_AFTER_FOLDING = """\
+c1_n = 1
+c1_b, c1_a = (0, 0 + c1_n + 1)
+c1_yk = f[b1 + (c1_b + 31 + (4 if c1_b < 0 else 0))] * f[b6] + f[b1 + 6]
+f[b1 + 6] = f[b1 + (c1_b + 32 + (4 if c1_b + 1 < 0 else 0))] * f[b6] \\
+    - f[b1 + (c1_a + 32 + (4 if c1_a + 1 < 0 else 0))] * c1_yk
+"""
+
+
+def test_a_tuple_that_folds_to_constants_is_folded_into_the_index_too():
+    text = _simplified(OFFSETS_AFTER_FOLDING, {"c1_n", "c1_b", "c1_a", "c1_yk"})
+    assert text.splitlines() == [
+        "c1_yk = f[b1 + 31] * f[b6] + f[b1 + 6]",
+        "f[b1 + 6] = f[b1 + 32] * f[b6] - f[b1 + 34] * c1_yk"]
+    assert np.array_equal(_run(text), _run(OFFSETS_AFTER_FOLDING))
