@@ -104,6 +104,9 @@ builds no wrapper for calls from Python or C.  Measured on a 17-argument unit: a
 pair took 45 ms of a one-line unit's 70 ms to compile and 85 ms of a 30-line unit's
 320 ms, and its code is loaded with the unit on every warm start.  Such a function must
 never be called from Python: its entry point has no code behind it."""
+INLINED_OPTIONS = {**CALLEE_OPTIONS, "forceinline": True}
+"""Options of a small compile unit (``@ijit``, :data:`hapflow.codegen.INLINED_UNIT_LINES`):
+LLVM pastes its code into each phase function that calls it."""
 
 
 @dataclass
@@ -306,6 +309,7 @@ def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
               ev_restart=plain(events.restart), __name__=name)
     ns["jit"] = (lambda f: f) if interpret else numba.njit(**JIT_OPTIONS)
     ns["cjit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **CALLEE_OPTIONS)
+    ns["ijit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **INLINED_OPTIONS)
     return ns
 
 
@@ -404,8 +408,11 @@ FUSED_MAX_LINES = 800
 Measured with ``bench/compile.py`` (CPU s to compile, fused / units): replicated
 loops of 30 blocks (388 lines) 3.1 / 5.2, of 100 blocks (1305 lines) 13.2 / 6.4;
 distinct blocks, 10 (339 lines) 5.9 / 6.6, 30 (730 lines) 20.6 / 18.8.  The
-fused kernel also runs faster (4.3 against 6.1 ns per block and tick on the
-replicated loops), so it is kept up to a little past where compile times cross."""
+fused kernel ran faster (4.3 against 6.1 ns per block and tick on the replicated
+loops), so it is kept up to a little past where compile times cross.  Since small
+units are inlined into their phase functions (:data:`hapflow.codegen.INLINED_UNIT_LINES`)
+the speed no longer decides: replicated N = 100 ran at 6.3 ns as units against 8.6 ns
+fused in one ``bench/compile.py`` run."""
 MODE_VARIABLE = "HAPFLOW_KERNEL"
 """Environment variable that overrides the automatic choice (``fused`` or ``units``):
 for checking that both give the same bits on a whole test suite."""

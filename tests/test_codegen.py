@@ -336,6 +336,16 @@ def test_units_compiled_by_child_processes_are_loaded_here_from_the_cache(tmp_pa
     units = sims[0].program.units
     assert 0 < len(seeds) < len(units)
     assert sorted(m.split("_")[1] for m in here) == sorted(n.split("_")[1] for n in seeds)
+    # the small units' code is in the phase functions (LLVM inlined it), also where the
+    # unit came from a child through the disk cache; a big unit is called
+    driver = sims[0].program.run.py_func.__globals__
+    small = {n for n, u in units.items() if "\n@ijit\n" in u.source}
+    assert small
+    for phase in ("ph_outputs", "ph_updates", "ph_derivs"):
+        llvm = "".join(driver[phase].inspect_llvm().values())
+        called = {n for n in units if n in driver[phase].py_func.__code__.co_names}
+        calls = "\n".join(line for line in llvm.splitlines() if " call " in line)
+        assert called and all((name in calls) == (name not in small) for name in called), phase
     _same(sims[0].run(0.1, progress=False),       # the others compiled by the children
           hf.Simulation(graph(), interpret=True, mode="units").run(0.1, progress=False))
 
