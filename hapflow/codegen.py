@@ -90,18 +90,19 @@ one unit to the next).  A big unit stays a call: its copies cost LLVM more time 
 memory than the call costs at run time.
 
 Measured with ``bench/compile.py --child cold`` (fresh caches, one process each; cold
-CPU s, peak RSS, us per tick):
+CPU s, peak RSS in MB of 10^6 bytes, us per tick):
 
-==========================  ===================  ===================  ===================
-graph                       every unit called    inlined up to 44     every unit inlined
-==========================  ===================  ===================  ===================
-distinct N = 300, 67 units  157 s, 742 MB, 44.2  163 s, 741 MB, 26.8  205 s, 976 MB, 22.3
-replicated N = 300          6.0 s, 1.85          7.4 s, 1.40          (all are small)
-replicated N = 1000         16.0 s, 295 MB, 10.6 25.4 s, 374 MB, 7.0  (all are small)
-==========================  ===================  ===================  ===================
+===========================  =====================  =====================  =====================
+graph                        every unit called      inlined up to 44       every unit inlined
+===========================  =====================  =====================  =====================
+distinct N = 300, 67 units   157 s, 742 MB, 44.2    163 s, 741 MB, 26.8    205 s, 976 MB, 22.3
+replicated N = 300           6.0 s, 1.85            7.4 s, 1.40            (all are small)
+replicated N = 1000          16.0 s, 295 MB, 10.6   25.4 s, 374 MB, 7.0    (all are small)
+===========================  =====================  =====================  =====================
 
-Up to 74 lines: distinct N = 300 177 s, 743 MB, 28.9 us.  The replicated loops' units
-are 12 to 39 lines, the distinct graph's 5 to 132."""
+Up to 74 lines: distinct N = 300 177 s, 743 MB, 28.9 us.  Distinct N = 1000 (221 units,
+children compiling them) inlined up to 44: 425 s, 1002 MB (955 MiB), one run.  The
+replicated loops' units are 12 to 39 lines, the distinct graph's 5 to 132."""
 
 RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
 """The distinct arrays a run or a unit indexes (see :func:`hapflow.reuse.reuse_calls`)."""
