@@ -39,7 +39,10 @@ def working_tree_files() -> dict[str, int]:
 
 def pytest_sessionstart(session):
     # a suite started as a background job of a non-interactive shell inherits SIGINT ignored
-    # (and so would every `hapflow run` a test starts): the Ctrl-C tests need Python's default
+    # (and so would every `hapflow run` a test starts): the Ctrl-C tests need Python's default.
+    # Reset here, not by a Popen preexec_fn: that makes Popen fork (not vfork) and run Python
+    # before exec, and in a worker serving the simulated gRPC card, gRPC's fork handlers then
+    # aborted the child ("epoll_wait error: Bad file descriptor", 6 of 300 such forks)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if not hasattr(session.config, "workerinput"):          # once, in the xdist controller

@@ -386,9 +386,8 @@ def test_the_local_driver_wait_calls_daqmx_through_ctypes(monkeypatch):
 def test_the_serve_command_serves_a_graph_file_until_stopped(stop):
     graph = Path(__file__).resolve().parents[1] / "graphs" / "colton2005_sweep.yaml"
     code = f"from hapflow.hil.grpc_sim import run_server; run_server({str(graph)!r}, port=0)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen([sys.executable, "-c", code],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = expect_line(proc, "simulated NI-DAQmx device server")
         address = line.split(" on ", 1)[1].split(" ", 1)[0]
