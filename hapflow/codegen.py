@@ -722,7 +722,9 @@ class Generator:
             sites += [self._output_site(call, t) for call in self.schedule.calls
                       if call.block in self.schedule.held]
         if units and (sites or self._starts):
-            body.emit(1, "i = 0")
+            # an int64, not the literal 0 numba types a constant as: ph_outputs, called with
+            # run's tick index too, would be compiled a second time for the literal
+            body.emit(1, "i = np.int64(0)")
         self._phase(body, 1, "start", sites, "0.0")
         if self._starts:
             self._phase(body, 1, "outputs", self._outputs(t), "0.0", start=1)

@@ -348,6 +348,9 @@ def test_units_compiled_by_child_processes_are_loaded_here_from_the_cache(tmp_pa
         assert called and all((name in calls) == (name not in small) for name in called), phase
     _same(sims[0].run(0.1, progress=False),       # the others compiled by the children
           hf.Simulation(graph(), interpret=True, mode="units").run(0.1, progress=False))
+    # init_all and run call the outputs phase with the same argument types: compiled once
+    compiled = {name: len(fn.signatures) for name, fn in driver.items() if name.startswith("ph_")}
+    assert compiled["ph_outputs"] == 1 and set(compiled.values()) == {1}, compiled
 
 
 def test_helpers_two_units_call_are_all_called_by_a_unit_compiled_before_the_children():
