@@ -168,10 +168,10 @@ class _Builder:
         # the outputs again by (shape, dtype), each with its unit's dimension: _matches runs for
         # every input over every earlier output (1.5 million candidates at N = 1000)
         self.kinds: dict[tuple, list[tuple[str, str, str | None, Any, int]]] = {}
-        # what _matches found for every block so far, by (shape, dtype, dimension, concrete),
-        # with how many of that kind's outputs it has looked at: filtering every earlier
-        # output again for each input was half of a warm start's time at N = 1000
-        self.found: dict[tuple, tuple[list[tuple[str, str, str | None]], list[int]]] = {}
+        # what _matches found so far, by (shape, dtype, dimension, concrete), with how many
+        # of that kind's outputs it has looked at: filtering every earlier output again for
+        # each input was half of the time to build N = 1000
+        self.found: dict[tuple, tuple[list[tuple[str, str, str | None]], int]] = {}
         self.pending: list[list] = []                # [delay, unit, index of the block it feeds]
 
     def _name(self, type_name: str) -> str:
@@ -187,14 +187,16 @@ class _Builder:
                  ) -> list[tuple[str, str, str | None]]:
         """Outputs (of blocks added after index ``after``) that may drive input ``spec`` in ``unit``."""
         want = None if unit is None else dimension(unit)
+
+        def fits(u: str | None, dim: Any) -> bool:
+            return (u is not None or not concrete) and (u is None or want is None or dim == want)
         outputs = self.kinds.get((spec.shape, spec.dtype), [])
         if after >= 0:
-            return [(b, p, u) for b, p, u, dim, k in outputs if k > after
-                    and (u is not None or not concrete) and (u is None or want is None or dim == want)]
-        found, seen = self.found.setdefault((spec.shape, spec.dtype, want, concrete), ([], [0]))
-        found.extend((b, p, u) for b, p, u, dim, _ in outputs[seen[0]:]
-                     if (u is not None or not concrete) and (u is None or want is None or dim == want))
-        seen[0] = len(outputs)
+            return [(b, p, u) for b, p, u, dim, k in outputs if k > after and fits(u, dim)]
+        key = (spec.shape, spec.dtype, want, concrete)
+        found, seen = self.found.get(key, ([], 0))
+        found.extend((b, p, u) for b, p, u, dim, _ in outputs[seen:] if fits(u, dim))
+        self.found[key] = (found, len(outputs))
         return found
 
     def _pick(self, found: list) -> Any:
