@@ -21,8 +21,9 @@ __all__ = ["Block", "Derived", "Graph", "GraphError", "HapflowError", "In", "Liv
 
 
 def __getattr__(name: str):
-    """``hapflow.blocks`` (the block library) and ``hapflow.ident``, imported on first use."""
-    if name in ("blocks", "ident"):
+    """``hapflow.blocks`` (the block library), ``hapflow.ident`` and ``hapflow.recorder``
+    (h5py), imported on first use."""
+    if name in ("blocks", "ident", "recorder"):
         import importlib
         return importlib.import_module(f"hapflow.{name}")
     raise AttributeError(f"module 'hapflow' has no attribute {name!r}")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import hapflow as hf
 from hapflow.cli import main
 from hapflow.errors import GraphError
 from hapflow.hil.bindings import bind
@@ -23,7 +24,6 @@ from hapflow.hil.nidaq import NidaqBackend
 from hapflow.hil.runner import HilRunner
 from hapflow.hil.safety import Policy
 from hapflow.hil.simdaq import SimDaq
-from hapflow.recorder import load as load_recording
 from hapflow.yamlio import loads
 
 from .children import expect_line
@@ -75,7 +75,7 @@ def test_homed_stroke_limit_trips_where_the_mechanics_are(card, tmp_path):
     g = graph()
     runner, rig = card(g)
     result = runner.run(1.0, out=tmp_path / "run.h5")
-    rec = load_recording(result.path)
+    rec = hf.recorder.load(result.path)
     # tick 0 starts at the stop, which reads the stop's position (2 counts of still-window
     # and 5 um of stop compliance under the 1 N drive)
     assert abs(rec["enc.pos"][0] - STOP) < 2.5e-5
@@ -95,7 +95,7 @@ def test_tare_zeroes_the_force_reading_at_rest(card, tmp_path):
     g = graph()
     runner, _ = card(g)
     result = runner.run(0.1, out=tmp_path / "run.h5")
-    rec = load_recording(result.path)
+    rec = hf.recorder.load(result.path)
     offset = float(rec.attrs["arm_log"].split("offset ")[1].split(" N")[0])
     assert abs(offset + 0.8) < 2e-3               # the sensor's 0.8 N at rest, noise 1 mN rms
     # at tick 0 the carriage rests on the stop (the motor's -1 N lag against the stop's
@@ -163,7 +163,7 @@ def test_homed_to_the_index_the_stroke_limit_trips_where_the_mechanics_are(card,
     result = runner.run(1.0, out=tmp_path / "run.h5")
     assert result.event.kind == "stroke limit", result.event
     assert abs(rig().signal("load.pos") - LIMIT) < 5e-4
-    log = load_recording(result.path).attrs["arm_log"]
+    log = hf.recorder.load(result.path).attrs["arm_log"]
     assert "home enc.pos (Dev1/ctr0): first index pulse driving motor.force_cmd at -0.25 N" in log
     moved = float(log.split(" s and ")[1].split(" m from")[0])
     assert abs(moved - (0.0 - POWER_ON)) < 1e-4, log      # one edge at 0.05 m/s before it
@@ -196,7 +196,7 @@ def test_rotary_encoder_homed_to_its_index_trips_the_angle_limit_where_the_shaft
     runner, rig = card(loads(text, str(ROTARY)))
     result = runner.run(2.0, out=tmp_path / "run.h5")
     assert result.event.kind == "stroke limit", result.event
-    rec = load_recording(result.path)
+    rec = hf.recorder.load(result.path)
     log = rec.attrs["arm_log"]
     assert "home motor.angle (Dev1/ctr0): first index pulse driving motor.voltage at -0.5 V" in log
     moved = float(log.split(" s and ")[1].split(" rad from")[0])
@@ -261,7 +261,7 @@ def test_ctrl_c_while_homing_exits_130_safe_with_the_recording(tmp_path, spawn):
         assert not card.do[0] and card.ao[0] == 0.0        # amplifier off, 0 V
     finally:
         server.stop(None)
-    rec = load_recording(out)
+    rec = hf.recorder.load(out)
     assert rec.attrs["safety_kind"] == "SIGINT" and rec.attrs["safety_tick"] == 0
     assert not rec.attrs["complete"] and rec.time.size == 0
     assert "tare head.force (Dev1/ai0): 50 samples" in rec.attrs["arm_log"]
