@@ -17,11 +17,11 @@ events; it is re-evaluated at every solver stage and event-location trial.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
-import networkx as nx
-
-from .graph import Checked, feedthrough
+from .graph import Checked, Port, PortGraph, feedthrough
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,28 @@ def is_held(checked: Checked, name: str) -> bool:
     node = checked.graph.nodes[name]
     kernels = node.block.kernels()
     return node.divider > 1 or ("update" in kernels and node.block.cstate == 0)
+
+
+def topological_order(ports: PortGraph, key: Callable[[Port], tuple]) -> Iterator[Port]:
+    """Every port after the ports that drive it; of the ports ready, the smallest ``key`` first.
+
+    networkx's ``lexicographical_topological_sort`` (Kahn's algorithm over a heap),
+    written here for a port graph that is a plain mapping (see :mod:`hapflow.graph`);
+    ``key`` must tell every two ports apart.
+    """
+    waiting = dict.fromkeys(ports, 0)              # drivers not placed yet
+    for driven in ports.values():
+        for port in driven:
+            waiting[port] += 1
+    ready = [(key(port), port) for port, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    while ready:
+        _, port = heapq.heappop(ready)
+        yield port
+        for other in ports[port]:
+            waiting[other] -= 1
+            if waiting[other] == 0:
+                heapq.heappush(ready, (key(other), other))
 
 
 def build_schedule(checked: Checked) -> Schedule:
@@ -82,7 +104,7 @@ def build_schedule(checked: Checked) -> Schedule:
 
     calls: list[Call] = []
     placed: set[Call] = set()
-    for node in nx.lexicographical_topological_sort(checked.ports, key=key):
+    for node in topological_order(checked.ports, key):
         if node[1] == "out":
             call = groups[(node[0], node[2])]
             if call not in placed:

@@ -3,8 +3,11 @@ block merged, the solver chain, held blocks."""
 import sys
 from pathlib import Path
 
+import networkx as nx
+import numpy as np
+
 import hapflow as hf
-from hapflow.schedule import build_schedule
+from hapflow.schedule import build_schedule, topological_order
 from tests.helpers import mixed_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -65,3 +68,20 @@ def test_held_blocks_and_the_solver_chain():
     # (drive -> err -> plant.force; sat -> area.u), not the held blocks (their outputs
     # change at their sample hits only) nor what no continuous block reads
     assert {c.block for c in schedule.chain} == {"drive", "err", "sat"}
+
+
+def test_port_order_is_networkxs_lexicographical_topological_sort():
+    """The schedule's topological order of the port graph is the one networkx gives."""
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.integers(2, 60))
+        ports = [(f"b{k // 3}", "in" if k % 3 else "out", f"p{k % 3}") for k in range(n)]
+        edges = {(ports[a], ports[b]) for a, b in rng.integers(0, n, size=(2 * n, 2)) if a < b}
+        driven = {port: [b for a, b in sorted(edges) if a == port] for port in ports}
+        weight = {port: float(w) for port, w in zip(ports, rng.permutation(n))}
+        key = weight.__getitem__
+        reference = nx.DiGraph()
+        reference.add_nodes_from(ports)
+        reference.add_edges_from(edges)
+        assert (list(topological_order(driven, key))
+                == list(nx.lexicographical_topological_sort(reference, key=key))), trial
