@@ -352,7 +352,7 @@ class Graph:
                              self.where)
         drivers = self._drivers()
         units = self._check_wires(drivers)
-        ports = self._port_graph(drivers)
+        ports = self._port_graph()
         self._check_loops(ports)
         self._check_designs()
         for name in self.hardware:
@@ -454,7 +454,7 @@ class Graph:
             raise GraphError(f"port {block}.{port}: {exc}", self.nodes[block].where,
                              block=block, port=port) from None
 
-    def _port_graph(self, drivers: dict[tuple[str, str], Wire]) -> PortGraph:
+    def _port_graph(self) -> PortGraph:
         driven: PortGraph = {}
         for name, node in self.nodes.items():
             for port in node.block.inputs:
