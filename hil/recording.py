@@ -296,12 +296,12 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
         rec = Recorder(path, {n: ((1,), "f8", unit) for n, (unit, _) in signals.items()}, attrs,
                        extend=timing_group)
     except Exception as exc:                            # report any failure to the loop
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        _tell(conn, ("error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", None))
+    loop_alive = _tell(conn, ("ready", None))          # killed while the file was made
     status, final = "killed", {}
     try:
-        while True:
+        while loop_alive:
             try:
                 msg = conn.recv()
             except (EOFError, OSError):                 # the loop's process is gone
@@ -314,22 +314,25 @@ def _writer(conn, loop_end, path: str, signals: dict, rate: float, attrs: dict,
                 continue
             _, which, tick0, n = msg
             _append(rec, timing, buffers[which], signals, tick0, n, rate)
-            try:
-                conn.send(("done", which))
-            except OSError:                             # the loop died while we appended
-                break
+            loop_alive = _tell(conn, ("done", which))   # the loop died while we appended
         rec.close(status, **final)
         reply = ("closed", None)
     except Exception as exc:                            # disk full, ...: close what we have
         rec.close("error")
         reply = ("error", f"{type(exc).__name__}: {exc}")
-    try:
-        conn.send(reply)
-    except OSError:                                     # the loop's process is gone
-        pass
+    _tell(conn, reply)
     if status == "killed":                 # nobody else is left to release the shared memory
         for buf in buffers:
             buf.release(unlink=True)
+
+
+def _tell(conn, msg: tuple) -> bool:
+    """Send ``msg`` to the loop; False if its process is gone (the pipe is closed)."""
+    try:
+        conn.send(msg)
+    except OSError:
+        return False
+    return True
 
 
 def _append(rec, timing: dict, buf: Buffer, signals: dict, tick0: int, n: int,

@@ -42,6 +42,45 @@ def test_kill_9_of_a_hil_run_releases_its_shared_memory(tmp_path, endless_run, d
     assert rec.attrs["status"] == "killed" and rec.time.size == rec.attrs["ticks"]
 
 
+LOOP_DIES_BEFORE_THE_WRITER_IS_READY = """
+import os, signal, sys, time
+import hapflow.recorder
+from hapflow.hil.recording import HilRecorder
+
+
+class KillsTheLoop(hapflow.recorder.Recorder):
+    # runs in the writer: the file exists, then the loop dies before 'ready' reaches it
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with open("/proc/self/maps") as maps:
+            print(" ".join({l.split()[-1] for l in maps if "/dev/shm/" in l}), flush=True)
+        loop = os.getppid()
+        os.kill(loop, signal.SIGKILL)
+        while os.getppid() == loop:
+            time.sleep(0.01)
+
+
+hapflow.recorder.Recorder = KillsTheLoop
+HilRecorder(sys.argv[1], {"x.y": ("m", ("log", 0))}, 1000.0, {}, 8, 1, 1)
+"""
+
+
+def test_kill_9_of_the_loop_before_its_writer_is_ready_still_closes_the_file(tmp_path, spawn):
+    """The loop killed between the file's creation and the writer's 'ready' (what the
+    kill -9 test above hits at random when it kills the moment the file appears): the
+    writer's 'ready' met a closed pipe, it died of BrokenPipeError with the file still
+    'running', and the resource tracker, not the writer, unlinked the buffers."""
+    out = tmp_path / "hil.h5"
+    child = spawn([sys.executable, "-c", LOOP_DIES_BEFORE_THE_WRITER_IS_READY, str(out)],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = child.communicate(timeout=60)    # the writer holds stdout to its end
+    assert child.returncode == -signal.SIGKILL and "Error" not in stderr, stderr
+    segments = stdout.split()
+    assert len(segments) == 2 and not [s for s in segments if Path(s).exists()]
+    rec = hf.recorder.load(out)
+    assert rec.attrs["status"] == "killed" and rec.time.size == 0
+
+
 FAILS_WHILE_RECORDING = """
 import sys
 from hapflow.hil.recording import HilRecorder
