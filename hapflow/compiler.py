@@ -85,6 +85,7 @@ from typing import Callable
 
 import numba
 
+from . import elements as element_access
 from . import events, sourcecache
 from .cachedir import cache_dir, write_whole
 from .codegen import Generated, Generator, UnitSource, block_at_line
@@ -237,7 +238,7 @@ def _digest(source: str, structure: str, functions: list[Callable]) -> str:
     h = hashlib.sha256()
     for part in (source, structure, numba.__version__, sys.version):
         h.update(part.encode())
-    engine = [_file_text(m.__file__) for m in (events, sys.modules[__name__])]
+    engine = [_file_text(m.__file__) for m in (events, element_access, sys.modules[__name__])]
     for text in (*engine, *sorted(_dependency_texts(functions))):
         h.update(_text_digest(text).encode())
     return h.hexdigest()[:20]
@@ -307,6 +308,7 @@ def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
     ns = {name: plain(fn) for name, fn in kernels.items()}
     ns.update(ev_begin=plain(events.begin), ev_decide=plain(events.decide),
               ev_restart=plain(events.restart), __name__=name)
+    ns["elements"] = (lambda array: array) if interpret else element_access.elements
     ns["jit"] = (lambda f: f) if interpret else numba.njit(**JIT_OPTIONS)
     ns["cjit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **CALLEE_OPTIONS)
     ns["ijit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **INLINED_OPTIONS)
