@@ -1,9 +1,8 @@
 """Memoryless arithmetic: gain, sum, product, saturation (direct feedthrough)."""
 from __future__ import annotations
 
-from numba import njit
-
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, at_least
 from hapflow.ports import In, Out

@@ -1,9 +1,8 @@
 """Continuous-time linear blocks integrated by the global solver."""
 from __future__ import annotations
 
-from numba import njit
-
 from hapflow.block import Block
+from hapflow.jit import njit
 from hapflow.params import Live, Structural, at_least
 from hapflow.ports import In, Out
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, at_least
 from hapflow.ports import In, Out

@@ -15,9 +15,9 @@ regressors (size ``n^2 + 3 n``)::
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out

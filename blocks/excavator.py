@@ -43,10 +43,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
-from hapflow.jit import njit_noalloc
+from hapflow.jit import njit, njit_noalloc
 from hapflow.names import Derived, offsets
 from hapflow.params import Live, nonnegative, positive
 from hapflow.ports import In, Out

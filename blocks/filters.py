@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hapflow import designs
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.errors import GraphError
 from hapflow.params import Live, Structural, at_least, between, nonnegative, one_of, positive

@@ -18,10 +18,9 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block
-from hapflow.jit import njit_noalloc
+from hapflow.jit import njit, njit_noalloc
 from hapflow.names import Derived
 from hapflow.params import Live, nonnegative
 from hapflow.ports import In, Out

@@ -37,10 +37,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block
-from hapflow.jit import njit_noalloc
+from hapflow.jit import njit, njit_noalloc
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, between, nonnegative, positive
 from hapflow.ports import In, Out

@@ -40,9 +40,8 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived, offsets
 from hapflow.params import Live, Structural, at_least, between, positive
 from hapflow.ports import In, Out

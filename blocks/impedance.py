@@ -18,9 +18,9 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative
 from hapflow.ports import In, Out

@@ -63,9 +63,9 @@ from typing import Any, Callable
 
 import numpy as np
 import yaml
-from numba import njit
 
 from hapflow.errors import HapflowError, suggest
+from hapflow.jit import njit
 
 FORMAT = "hapflow-impedance-model"
 VERSION = 1

@@ -24,10 +24,10 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block
 from hapflow.errors import GraphError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, positive
 from hapflow.ports import In, Out

@@ -1,9 +1,8 @@
 """Lumped mechanical devices with continuous state (SI units)."""
 from __future__ import annotations
 
-from numba import njit
-
 from hapflow.block import Block
+from hapflow.jit import njit
 from hapflow.params import Live, between, nonnegative, positive
 from hapflow.ports import In, Out
 

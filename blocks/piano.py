@@ -42,10 +42,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hapflow import designs
 from hapflow.block import Block
+from hapflow.jit import njit
 from hapflow.names import offsets
 from hapflow.params import Live, between, nonnegative, positive
 from hapflow.ports import In, Out

@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
 from hapflow.datafile import DataFileError, Signal, read_signal, si_unit
 from hapflow.errors import GraphError
+from hapflow.jit import njit
 from hapflow.params import REQUIRED, Live, Structural, at_least, one_of, positive
 from hapflow.ports import Out
 from hapflow.units import UnitError, dimension

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, between, nonnegative, positive
 from hapflow.ports import In, Out

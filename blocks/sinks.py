@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from .audio import AudioStream, Resampler, Tone, Voices, WavWriter, note_frequency
 from hapflow.block import Block, ParamError
 from hapflow.errors import SimulationError
+from hapflow.jit import njit
 from hapflow.params import Live, Structural, at_least, between, nonnegative, one_of, positive
 from hapflow.ports import In
 

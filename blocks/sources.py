@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from hapflow.block import Block, ParamError
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import Out

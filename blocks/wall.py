@@ -29,9 +29,8 @@ drives to huge forces).
 """
 from __future__ import annotations
 
-from numba import njit
-
 from hapflow.block import Block
+from hapflow.jit import njit
 from hapflow.names import Derived
 from hapflow.params import Live, Structural, nonnegative, one_of, positive
 from hapflow.ports import In, Out

@@ -39,13 +39,12 @@ import types
 from typing import Any, Callable
 
 import numba
-from numba.core import types as nbtypes
 from numba.core.dispatcher import Dispatcher
-from numba.core.registry import CPUDispatcher
 from numba.core.typing.typeof import Purpose, typeof
 
 from .compiler import load_module, module_digest
 from .inline import source
+from .jit import UnliteralDispatcher
 
 CONSTANTS = (bool, int, float, str, type(None))
 """Types of captured values written into the generated text (tuples of them too)."""
@@ -99,15 +98,16 @@ def _exact(value: Any) -> bool:
         return False
 
 
-class FrozenDispatcher(CPUDispatcher):
+class FrozenDispatcher(UnliteralDispatcher):
     """A frozen function's dispatcher: one compiled version per argument types, whoever calls.
 
     Called from compiled code, a literal integer or boolean argument (numba's
     ``Literal[int](4)``) is typed as ``int64`` (``bool``), so call sites that
     pass a constant and call sites that pass a computed value share one
-    compiled function.  Called from Python (an interpreted kernel calling a
-    filter step), a named-tuple argument is typed as compiled code types it
-    as a constant, with literal fields (``blocks/estimation.py``'s layouts),
+    compiled function (:class:`hapflow.jit.UnliteralDispatcher`).  Called
+    from Python (an interpreted kernel calling a filter step), a named-tuple
+    argument is typed as compiled code types it as a constant, with literal
+    fields (``blocks/estimation.py``'s layouts),
     so the interpreted reference runs the very code the compiled kernel
     compiled instead of compiling the steps again for run-time sizes.
     numba's own call path cannot do that: it types a call's arguments by
@@ -115,20 +115,12 @@ class FrozenDispatcher(CPUDispatcher):
     on another.
     """
 
-    def get_call_template(self, args, kws):
-        return super().get_call_template(tuple(map(_plain, args)),
-                                         {key: _plain(value) for key, value in kws.items()})
-
     def __call__(self, *args: Any) -> Any:
         if not any(isinstance(arg, tuple) for arg in args):
             return super().__call__(*args)
         signature = tuple(typeof(arg, Purpose.constant if isinstance(arg, tuple)
                                  else Purpose.argument) for arg in args)
         return self.compile(signature)(*args)
-
-
-def _plain(typ: Any) -> Any:
-    return nbtypes.unliteral(typ) if isinstance(typ, nbtypes.Literal) else typ
 
 
 def frozen_njit(**options: Any) -> Callable[[Callable], FrozenDispatcher]:

@@ -15,7 +15,7 @@ tick and any further crossing is counted in ``stats[OVERFLOW]``.
 """
 from __future__ import annotations
 
-from numba import njit
+from .jit import njit
 
 # ev (work array) fields
 TA, REM, TH, A, FA, B, FB, SIDE, J, PHASE, IT, NEV = range(12)

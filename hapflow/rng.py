@@ -18,7 +18,8 @@ import hashlib
 import math
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 _MASK = (1 << 64) - 1
 
