@@ -728,12 +728,11 @@ class Generator:
         if units and (sites or self._starts):
             # an int64, not the literal 0 numba types a constant as: ph_outputs, called with
             # run's tick index too, would be compiled a second time for the literal
-            body.emit(1, "i = np.int64(0)")
-        self._phase(body, 1, "start", sites, "0.0")
+            body.emit(0, "i = np.int64(0)")
+        self._phase(body, 0, "start", sites, "0.0")
         if self._starts:
-            self._phase(body, 1, "outputs", self._outputs(t), "0.0", start=1)
-        lines = [f"{k} = {v}" for k, v in self.views.items()] + \
-            [line[4:] for line in body.lines]
+            self._phase(body, 0, "outputs", self._outputs(t), "0.0", start=1)
+        lines = [f"{k} = {v}" for k, v in self.views.items()] + body.lines
         src = _Source()
         src.emit(0, "@jit", "def init_all(f, m, si, sb):")
         src.emit(1, *element_prologue(lines), *lines, "return 0")

@@ -1,4 +1,8 @@
-"""``njit`` for compiled helpers that never allocate: no reference counting on their calls.
+"""How block helpers are compiled: once per argument types, and without reference counting.
+
+:func:`njit` is numba's ``njit`` with one version per argument types: a
+constant argument does not compile the helper again
+(:class:`UnliteralDispatcher`).  Every block module and engine helper uses it.
 
 numba's runtime (NRT) counts references to arrays with atomic increments and
 decrements; a compiled function that takes arrays does a pair for each array
