@@ -53,6 +53,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numba
 import numpy as np
+from numba.core.dispatcher import Dispatcher
 
 from .block import Block
 from .compiler import compile_batch, compile_lanes, compile_variant
@@ -145,7 +146,8 @@ class Filler:
     def __init__(self, sim: Simulation):
         self.sim = sim
         program = sim.program
-        if program.interpreted:
+        # interpreted, or compiled with nothing to initialise (a plain init_all)
+        if program.interpreted or not isinstance(program.init_all, Dispatcher):
             def init_rows(F, M, SI, SB):
                 for r in range(F.shape[0]):
                     program.init_all(F[r], M[r], SI[r], SB[r])

@@ -734,6 +734,9 @@ class Generator:
             self._phase(body, 0, "outputs", self._outputs(t), "0.0", start=1)
         lines = [f"{k} = {v}" for k, v in self.views.items()] + body.lines
         src = _Source()
+        if not lines:      # nothing to initialise: no numba compile, no cache load
+            src.emit(0, "def init_all(f, m, si, sb):", "    return 0")
+            return src
         src.emit(0, "@jit", "def init_all(f, m, si, sb):")
         src.emit(1, *element_prologue(lines), *lines, "return 0")
         return src

@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import Callable
 
 import numba
+from numba.core.dispatcher import Dispatcher
 
 from . import elements as element_access
 from . import events, sourcecache
@@ -394,7 +395,8 @@ def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) ->
     namespace = {**generated.namespace,
                  **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
     module = load_module(name, generated.source, _namespace(namespace, False, name))
-    if not all(_on_disk(vars(module)[f]) for f in entries):
+    compiled = [fn for fn in map(vars(module).get, entries) if isinstance(fn, Dispatcher)]
+    if not all(map(_on_disk, compiled)):
         cache_self_contained_helpers()
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.

@@ -106,6 +106,33 @@ def test_fill_equals_set_and_reset_run_by_run():
     np.testing.assert_array_equal(rows["m"][0], rows["m"][5])
 
 
+NOTHING_TO_INIT = """\
+name: nothing_to_init
+rate: 1000
+blocks:
+  drive: {type: Sine, amplitude: 2.0, frequency: 3.0, unit: N}
+  msd:   {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
+wires:
+  - drive.y -> msd.force
+record: [msd.pos]
+"""
+
+
+def test_fill_of_a_compiled_graph_with_nothing_to_initialise():
+    """No init kernel and no held output: init_all is a plain function, never compiled,
+    and the filler loops over it in Python."""
+    from numba.core.dispatcher import Dispatcher
+    sim = hf.Simulation(hf.loads(NOTHING_TO_INIT))
+    assert not sim.program.interpreted and isinstance(sim.program.run, Dispatcher)
+    assert not isinstance(sim.program.init_all, Dispatcher)
+    settings = [{"msd.stiffness": 100.0, "msd.x0": 0.01}, {"msd.stiffness": 300.0}]
+    rows, errors = Filler(sim).fill(settings, [1, 2])
+    for r, expected in enumerate(_reference(sim, settings, [1, 2])):
+        assert errors[r] is None
+        for k in ARRAYS:
+            np.testing.assert_array_equal(rows[k][r], expected[k], err_msg=f"run {r}, {k}")
+
+
 def test_fill_of_a_block_whose_state_reads_a_varied_value():
     sim = hf.Simulation(hf.loads(FILL_GRAPH))
     rows, errors = Filler(sim).fill([{"msd.x0": x} for x in (0.0, 0.01, 0.03)], [1, 1, 1])
