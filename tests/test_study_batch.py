@@ -110,10 +110,10 @@ NOTHING_TO_INIT = """\
 name: nothing_to_init
 rate: 1000
 blocks:
-  drive: {type: Sine, amplitude: 2.0, frequency: 3.0, unit: N}
-  msd:   {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
-wires:
-  - drive.y -> msd.force
+  push: {type: Constant, value: 1.5, unit: N}
+  gain: {type: Gain, gain: 2.0}
+  msd: {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
+wires: [push.y -> gain.u, gain.y -> msd.force]
 record: [msd.pos]
 """
 
@@ -125,7 +125,7 @@ def test_fill_of_a_compiled_graph_with_nothing_to_initialise():
     sim = hf.Simulation(hf.loads(NOTHING_TO_INIT))
     assert not sim.program.interpreted and isinstance(sim.program.run, Dispatcher)
     assert not isinstance(sim.program.init_all, Dispatcher)
-    settings = [{"msd.stiffness": 100.0, "msd.x0": 0.01}, {"msd.stiffness": 300.0}]
+    settings = [{"msd.stiffness": 100.0, "msd.x0": 0.01}, {"gain.gain": 3.0}]
     rows, errors = Filler(sim).fill(settings, [1, 2])
     for r, expected in enumerate(_reference(sim, settings, [1, 2])):
         assert errors[r] is None
