@@ -38,13 +38,12 @@ import functools
 import types
 from typing import Any, Callable
 
-import numba
 from numba.core.dispatcher import Dispatcher
 from numba.core.typing.typeof import Purpose, typeof
 
 from .compiler import load_module, module_digest
 from .inline import source
-from .jit import UnliteralDispatcher
+from .jit import UnliteralDispatcher, njit
 
 CONSTANTS = (bool, int, float, str, type(None))
 """Types of captured values written into the generated text (tuples of them too)."""
@@ -125,14 +124,7 @@ class FrozenDispatcher(UnliteralDispatcher):
 
 def frozen_njit(**options: Any) -> Callable[[Callable], FrozenDispatcher]:
     """``numba.njit(**options)`` making a :class:`FrozenDispatcher`."""
-    def decorate(fn: Callable) -> FrozenDispatcher:
-        # numba.njit only to get its options processed: the dispatcher it makes is dropped
-        targetoptions = numba.njit(**options)(fn).targetoptions
-        dispatcher = FrozenDispatcher(py_func=fn, locals={}, targetoptions=targetoptions)
-        if options.get("cache"):
-            dispatcher.enable_caching()
-        return dispatcher
-    return decorate
+    return njit(dispatcher_class=FrozenDispatcher, **options)
 
 
 class _Module:

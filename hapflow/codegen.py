@@ -852,13 +852,13 @@ def element_prologue(lines: list[str]) -> list[str]:
     An array passed whole (to a phase function or a unit) stays an array: its
     callee is compiled for the array type."""
     tree = ast.parse("\n".join(lines))
-    subscripted = {id(n.value) for n in ast.walk(tree)
-                   if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)}
-    uses: dict[str, bool] = {}
+    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
+    indexed, other = set(), set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in POINTED_ARRAYS:
-            uses[node.id] = uses.get(node.id, True) and id(node) in subscripted
-    return [f"{name} = elements({name})" for name in POINTED_ARRAYS if uses.get(name)]
+        if isinstance(node, ast.Name):
+            (indexed if id(node) in bases else other).add(node.id)
+    return [f"{name} = elements({name})" for name in POINTED_ARRAYS
+            if name in indexed and name not in other]
 
 
 def block_at_line(source: str, line: int) -> str | None:

@@ -83,8 +83,11 @@ def plain_type(typ: Any) -> Any:
     return types.unliteral(typ) if isinstance(typ, types.Literal) else typ
 
 
-def njit(fn: Callable | None = None, **options: Any) -> Any:
-    """``numba.njit(fn, **options)`` making an :class:`UnliteralDispatcher`.
+def njit(fn: Callable | None = None, *,
+         dispatcher_class: type[UnliteralDispatcher] = UnliteralDispatcher,
+         **options: Any) -> Any:
+    """``numba.njit(fn, **options)`` making an :class:`UnliteralDispatcher` (or
+    ``dispatcher_class``, a subclass of it).
 
     Usable as ``@njit`` or ``@njit(forceinline=True, ...)``.  numba's own decorator
     processes the options and builds the dispatcher; only its class is changed (a
@@ -92,7 +95,7 @@ def njit(fn: Callable | None = None, **options: Any) -> Any:
     """
     def make(py: Callable) -> Dispatcher:
         dispatcher = numba.njit(**options)(py)
-        dispatcher.__class__ = UnliteralDispatcher
+        dispatcher.__class__ = dispatcher_class
         return dispatcher
     return make if fn is None else make(fn)
 
