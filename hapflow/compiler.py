@@ -380,7 +380,7 @@ def compile_lanes(program: Program, width: int) -> Callable:
 def _interpreted(generated: Generated, title: str) -> dict:
     """The namespace of ``generated`` executed as plain Python (whose kernels call the
     compiled helpers from Python)."""
-    cache_self_contained_helpers()
+    cache_helpers()
     ns = _interpreted_namespace(generated)
     exec(compile(generated.source, f"<hapflow {title}>", "exec"), ns)
     return ns
@@ -397,7 +397,7 @@ def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) ->
     module = load_module(name, generated.source, _namespace(namespace, False, name))
     compiled = [fn for fn in map(vars(module).get, entries) if isinstance(fn, Dispatcher)]
     if not all(map(_on_disk, compiled)):
-        cache_self_contained_helpers()
+        cache_helpers()
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
         # Loaded from the cache, the entries hold their code: a warm start compiles no
@@ -622,24 +622,25 @@ def _callees(py: Callable) -> frozenset:
     return frozenset(found)
 
 
-def cache_self_contained_helpers() -> None:
-    """Cache on disk the machine code of each new :func:`hapflow.jit.njit_noalloc` helper
-    whose calls stay within its own source file (numba's cache notices changes of that
-    file only), no closure among them.
+def cache_helpers() -> None:
+    """Cache on disk the machine code of each new :func:`hapflow.jit.njit` helper made without
+    a ``cache`` option, unless it or a function it calls is a closure (whose captured
+    values numba's key covers for the function itself only).
 
-    Without it, every process compiled each helper again wherever no cached kernel
-    held it: a graph run interpreted (whose kernels call the helpers from Python), a
-    kernel compiled afresh, a test's child process.  Called where something is about
-    to compile, not at every start: numba tries a file in each new cache folder, and
-    deciding for every helper made a warm start about 0.1 s slower.
+    Each entry is keyed also by the digest of every file the helper's calls reach
+    (:func:`module_digest`): its machine code holds its callees', and numba's cache
+    notices changes of the helper's own file only.  Without it, every process
+    compiled each helper again wherever no cached kernel held it: a graph run
+    interpreted (whose kernels call the helpers from Python), a kernel compiled
+    afresh, a test's child process, each test worker.  Called where something is
+    about to compile, not at every start: numba tries a file in each new cache
+    folder, and deciding for every helper made a warm start about 0.1 s slower.
     """
     for helper in take_undecided():
-        with contextlib.suppress(TypeError):            # no source file: not cached
-            file = _source_file(helper.py_func)
-            if file is not None and all(_source_file(d.py_func) == file and
-                                        d.py_func.__closure__ is None
-                                        for d in (helper, *_callees(helper.py_func))):
-                helper.enable_caching()
+        with contextlib.suppress(TypeError, RuntimeError):  # no source file: not cached
+            if helper.py_func.__closure__ is None and all(
+                    d.py_func.__closure__ is None for d in _callees(helper.py_func)):
+                helper.cache_keyed_by(module_digest("", [helper]))
 
 
 def _code_names(code: types.CodeType) -> set[str]:

@@ -40,15 +40,15 @@ Inlining a helper into its callers: two ways, chosen per helper.
   products of the flexible link (``blocks/flexible.py``).
 
 Disk cache.  A helper made without a ``cache`` option is cached on disk
-(numba's ``cache=True``) when every function it calls, transitively, is
-defined in its own file, no closure among them
-(:func:`hapflow.compiler.cache_self_contained_helpers`, before a kernel
-compiles or a graph runs interpreted): numba renews a cached function when
-its own file changes, not when a file it calls into does, and its machine
-code holds its callees'.  Cached, a helper compiles once per cache instead
-of once in every process that calls it outside a cached kernel: an
+when neither it nor any function it calls, transitively, is a closure
+(:func:`hapflow.compiler.cache_helpers`, before a kernel compiles or a
+graph runs interpreted): numba renews a cached function when its own file
+changes, not when a file it calls into does, and its machine code holds its
+callees', so its entries are keyed also by a digest of every file its calls
+reach (:class:`KeyedCache`).  Cached, a helper compiles once per cache
+instead of once in every process that calls it outside a cached kernel: an
 interpreted run (its kernels call the helpers from Python), a kernel
-compiled afresh, each child process of a test.
+compiled afresh, each child process of a test, each test worker.
 """
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ from typing import Any, Callable
 
 import numba
 from numba.core import types
+from numba.core.caching import FunctionCache
 from numba.core.dispatcher import Dispatcher
 from numba.core.registry import CPUDispatcher
 
@@ -77,6 +78,27 @@ class UnliteralDispatcher(CPUDispatcher):
         return super().get_call_template(tuple(map(plain_type, args)),
                                          {key: plain_type(value) for key, value in kws.items()})
 
+    def cache_keyed_by(self, key: str) -> None:
+        """Cache the machine code on disk, each entry under numba's key and ``key``."""
+        self._cache = KeyedCache(self.py_func, key)
+
+
+class KeyedCache(FunctionCache):
+    """numba's disk cache of one function, its entries keyed also by ``key``.
+
+    numba keys an entry by the signature, the machine and the function's own
+    bytecode, and drops the whole index when the function's file changes; a
+    change in a file the function calls into goes unnoticed.  ``key`` (a digest
+    of those files) makes it a different entry.
+    """
+
+    def __init__(self, py_func: Callable, key: str) -> None:
+        super().__init__(py_func)
+        self.key = key
+
+    def _index_key(self, sig, codegen):
+        return (*super()._index_key(sig, codegen), self.key)
+
 
 def plain_type(typ: Any) -> Any:
     """``typ`` without its literal value (``Literal[int](4)`` -> ``int64``)."""
@@ -91,43 +113,41 @@ def njit(fn: Callable | None = None, *,
 
     Usable as ``@njit`` or ``@njit(forceinline=True, ...)``.  numba's own decorator
     processes the options and builds the dispatcher; only its class is changed (a
-    second dispatcher per helper would cost about 0.1 ms each at import).
+    second dispatcher per helper would cost about 0.1 ms each at import).  Without a
+    ``cache`` option, whether the helper is cached on disk is decided before it is
+    first needed (:func:`take_undecided`).
     """
-    def make(py: Callable) -> Dispatcher:
-        dispatcher = numba.njit(**options)(py)
-        dispatcher.__class__ = dispatcher_class
-        return dispatcher
-    return make if fn is None else make(fn)
-
-
-_UNDECIDED: list[Dispatcher] = []
-"""Helpers of :func:`njit_noalloc` whose disk caching :func:`take_undecided` has not handed out."""
-
-
-def njit_noalloc(fn: Callable | None = None, **options: Any) -> Any:
-    """``numba.njit(fn, **options)`` without numba's runtime (see the module doc).
-
-    Usable as ``@njit_noalloc`` or ``@njit_noalloc(forceinline=True, ...)``.  Without a
-    ``cache`` option, whether the helper's machine code is cached on disk is decided
-    before it is first needed (:func:`take_undecided`).
-    """
-    options["_nrt"] = False
     decide = "cache" not in options
 
     def make(py: Callable) -> Dispatcher:
-        dispatcher = njit(**options)(py)
+        dispatcher = numba.njit(**options)(py)
+        dispatcher.__class__ = dispatcher_class
         if decide:
             _UNDECIDED.append(dispatcher)
         return dispatcher
     return make if fn is None else make(fn)
 
 
-def take_undecided() -> list[Dispatcher]:
-    """The helpers made by :func:`njit_noalloc` without a ``cache`` option since the last call.
+_UNDECIDED: list[Dispatcher] = []
+"""Helpers made without a ``cache`` option whose disk caching :func:`take_undecided` has not
+handed out."""
 
-    numba's disk cache notices a change of the helper's own source file only, not of
-    the files of the functions it calls, whose code its machine code holds: the
-    caller (:mod:`hapflow.compiler`) caches those whose calls stay within their file.
+
+def njit_noalloc(fn: Callable | None = None, **options: Any) -> Any:
+    """:func:`njit` without numba's runtime (see the module doc).
+
+    Usable as ``@njit_noalloc`` or ``@njit_noalloc(forceinline=True, ...)``.
+    """
+    options["_nrt"] = False
+    return njit(fn, **options)
+
+
+def take_undecided() -> list[Dispatcher]:
+    """The helpers made by :func:`njit` without a ``cache`` option since the last call.
+
+    Whether one is cached on disk, and under which key, is decided by the caller
+    (:func:`hapflow.compiler.cache_helpers`) before it is first needed: numba tries
+    the disk for each new cache folder, and deciding at import made every start slower.
     """
     taken = _UNDECIDED[:]
     del _UNDECIDED[:len(taken)]

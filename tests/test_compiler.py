@@ -102,17 +102,17 @@ def test_a_generated_module_runs_its_kept_code_only_for_the_text_it_was_compiled
 HELPER_CHILD = textwrap.dedent("""
     import hf_cached_caller, hf_cached_leaf
     from hapflow import compiler
-    compiler.cache_self_contained_helpers()
+    compiler.cache_helpers()
     caller, leaf = hf_cached_caller.twice_leaf, hf_cached_leaf.leaf
     print(caller(1.0), leaf(1.0), sum(caller.stats.cache_hits.values()),
           sum(leaf.stats.cache_hits.values()))
 """)
 
 
-def test_helpers_are_cached_on_disk_only_where_an_edit_of_their_own_file_renews_them(tmp_path):
-    """A helper that calls only its own file's functions is loaded from disk by the next
-    process; one that calls another file's helper is not cached: numba's cache would keep
-    running the old callee after that file changed."""
+def test_helpers_are_cached_on_disk_and_renewed_by_an_edit_of_any_file_they_call(tmp_path):
+    """The next process loads a helper's machine code from disk, also that of a helper
+    calling another file's helper; an edit of the callee's file compiles both again
+    (numba's own cache would keep running the old callee inside the caller's code)."""
     leaf = tmp_path / "hf_cached_leaf.py"
     leaf.write_text("from hapflow.jit import njit_noalloc\n"
                     "@njit_noalloc\ndef leaf(x):\n    return 2.0 * x\n")
@@ -128,8 +128,9 @@ def test_helpers_are_cached_on_disk_only_where_an_edit_of_their_own_file_renews_
                               capture_output=True, text=True, check=True).stdout.split()
 
     assert child() == ["4.0", "2.0", "0", "0"]
-    assert child() == ["4.0", "2.0", "0", "1"]       # the leaf's machine code from disk
+    assert child() == ["4.0", "2.0", "1", "1"]       # both from disk
     leaf.write_text(leaf.read_text().replace("2.0", "3.0"))
     stamp = leaf.stat().st_mtime + 10.0              # a new stamp whatever the clock's step
     os.utime(leaf, (stamp, stamp))
     assert child() == ["6.0", "3.0", "0", "0"]
+    assert child() == ["6.0", "3.0", "1", "1"]
