@@ -485,7 +485,7 @@ def _specialised(core: Callable, layout: "Layout", post: tuple[int, int, int],
     includes.
     """
     XN, PN, Y = post
-    N, M, MO, NP, X0, P0 = layout.n, layout.m, mo, layout.n + 1, layout.x0, layout.P0
+    N, M, NP = layout.n, layout.m, layout.n + 1
     # the bodies below are pasted into the generated kernel (hapflow.inline), so they
     # call the step directly and write the ports in loops: no further compiled functions
 
@@ -507,6 +507,19 @@ def _specialised(core: Callable, layout: "Layout", post: tuple[int, int, int],
         for i in range(M):
             innovation[i] = d[Y + i]
 
+    controlled = layout.l > 0
+    return {"output": output_u if controlled else output,
+            "update": _committer(N, mo, controlled), "init": _initialiser(N, layout.x0, layout.P0)}
+
+
+@lru_cache(maxsize=None)
+def _committer(N: int, MO: int, controlled: bool) -> Callable:
+    """The ``update`` kernel: commit the posterior (``N`` states) and the mode at ``MO``.
+
+    Shared by every filter of those sizes whatever its model, Jacobians or parameter offsets:
+    where a kernel is compiled as a function of its own (a fused ``init_all`` calls the
+    ``init`` kernels), one compile serves them all, not one per filter layout."""
+
     @njit_noalloc
     def update(t, x, d, m, p, z):
         commit_posterior(d, p, N)
@@ -518,14 +531,18 @@ def _specialised(core: Callable, layout: "Layout", post: tuple[int, int, int],
         commit_posterior(d, p, N)
         if MO >= 0:
             d[MO] = d[MO + 1]
+    return update_u if controlled else update
+
+
+@lru_cache(maxsize=None)
+def _initialiser(N: int, X0: int, P0: int) -> Callable:
+    """The ``init`` kernel: ``x = x0``, ``P = P0`` (``N`` states, offsets ``X0``, ``P0`` in
+    ``p``), shared by the filters of those sizes and offsets (see :func:`_committer`)."""
 
     @njit_noalloc
     def init(x, d, m, p):
         init_from(d, p, X0, P0, N)
-
-    if layout.l > 0:
-        return {"output": output_u, "update": update_u, "init": init}
-    return {"output": output, "update": update, "init": init}
+    return init
 
 
 class KalmanFilter(_Estimator, Block):

@@ -164,6 +164,17 @@ def test_kernels_are_made_once_per_structure():
     assert est.fixed_ops(6, 2, 2, 0, False).nnn is est.fixed_ops(6, 2, 0, 0, False).nnn
 
 
+def test_filters_of_one_size_share_their_init_and_update_kernels():
+    # a fused init_all calls the init kernels: one compile for the filters of one size and
+    # parameter offsets, whatever their Jacobians (not one per layout)
+    analytic, numeric = _arm_ekf(), _arm_ekf(jacobian="numeric")
+    assert analytic.layout() != numeric.layout()
+    kernels = [f.kernels() for f in (analytic, numeric)]
+    assert kernels[0]["output"] is not kernels[1]["output"]
+    for name in ("init", "update"):
+        assert kernels[0][name] is kernels[1][name], name
+
+
 def test_filters_of_one_shape_share_one_compiled_correction():
     # the Joseph correction depends on n and m only: two EKFs whose layouts differ (analytic
     # and numeric Jacobians) run one compiled version of it, not one per layout
