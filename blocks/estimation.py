@@ -201,7 +201,11 @@ def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym):
 # graph of nine filters compiles in 55.7 s CPU with it, 36.9 s with the products called
 # (3.53 against 3.20 us per tick) and 38.6 s with LLVM's inlining (forceinline), whose
 # EKF updates were slower (bench/estimation.py --only update, two alternations: 0.68 and
-# 0.93 against 0.63 and 0.73 us).  Kept for the users' run time.
+# 0.93 against 0.63 and 0.73 us).  Kept for the users' run time.  Measured again with the
+# products only as forceinline (the steps' other helpers unchanged), cached kernels, two
+# alternations of --runs 9: KF 0.38, 0.38 against 0.59, 0.60 us per update, EKF 0.43, 0.43
+# against 0.62, 0.63, finite-difference EKF 0.92 against 1.10, the UKFs equal (0.90, 0.78);
+# that graph's cold compile 50.8, 45.3 against 30.5, 30.5 s CPU.
 _Ops = namedtuple("_Ops", "ax bu hx nnn nnt pht hpht ky kpt kkt kr ksk chol_m chol_n solve "
                           "points wmean_n wmean_m wcov_nn wcov_mm wcov_nm sizes")
 GENERIC = _Ops(_mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, _mm, chol, chol,
