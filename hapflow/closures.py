@@ -106,10 +106,9 @@ class FrozenDispatcher(UnliteralDispatcher):
     compiled function (:class:`hapflow.jit.UnliteralDispatcher`).  Called
     from Python (an interpreted kernel calling a filter step), a named-tuple
     argument is typed as compiled code types it as a constant, with literal
-    fields (``blocks/estimation.py``'s layouts), and the call goes through the
-    step's forwarder (``from_python``), so the interpreted reference runs the
-    very code the compiled kernel compiled instead of compiling the steps again
-    for run-time sizes.
+    fields (``blocks/estimation.py``'s layouts),
+    so the interpreted reference runs the very code the compiled kernel
+    compiled instead of compiling the steps again for run-time sizes.
     numba's own call path cannot do that: it types a call's arguments by
     their Python types, and would run the version compiled for one layout
     on another.
@@ -120,7 +119,7 @@ class FrozenDispatcher(UnliteralDispatcher):
             return super().__call__(*args)
         signature = tuple(typeof(arg, Purpose.constant if isinstance(arg, tuple)
                                  else Purpose.argument) for arg in args)
-        return self.from_python.compile(signature)(*args)
+        return self.compile(signature)(*args)
 
 
 def frozen_njit(**options: Any) -> Callable[[Callable], FrozenDispatcher]:

@@ -1,9 +1,7 @@
-"""How block helpers are compiled: once per argument types, without the wrappers for calls
-from Python, and without reference counting.
+"""How block helpers are compiled: once per argument types, and without reference counting.
 
 :func:`njit` is numba's ``njit`` with one version per argument types: a
-constant argument does not compile the helper again, and the version has no
-wrappers for Python, which reaches it through a forwarder
+constant argument does not compile the helper again
 (:class:`UnliteralDispatcher`).  Every block module and engine helper uses it.
 
 numba's runtime (NRT) counts references to arrays with atomic increments and
@@ -51,11 +49,19 @@ reach (:class:`KeyedCache`).  Cached, a helper compiles once per cache
 instead of once in every process that calls it outside a cached kernel: an
 interpreted run (its kernels call the helpers from Python), a kernel
 compiled afresh, each child process of a test, each test worker.
+
+Wrappers.  numba builds a wrapper for calls from Python and one for calls
+from C into every function it compiles, and optimises and emits them again
+inside every caller that links the function in.  Helpers compiled without
+them (a call from Python going through a one-line forwarder compiled with
+them) cold-compiled in 8-12 % less CPU time (``graphs/slider_crank_torque``
+35.4, 38.2 -> 31.3, 32.4 s; ``distinct(300)`` of ``bench/compile.py`` 85.2 ->
+78.1 s), but each forwarder links its helper's code again: in the test suite,
+whose interpreted references call the helpers from Python, 668 forwarders
+took 158 s of compiling.  The helpers keep their wrappers.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Any, Callable
 
 import numba
@@ -65,70 +71,26 @@ from numba.core.dispatcher import Dispatcher
 from numba.core.registry import CPUDispatcher
 
 
-WRAPPERS = ("no_cpython_wrapper", "no_cfunc_wrapper")
-"""numba's options that leave out the wrappers through which Python (or C) calls a function."""
-
-
 class UnliteralDispatcher(CPUDispatcher):
-    """A helper's dispatcher: one compiled version per argument types, whoever calls, and
-    without numba's wrappers where compiled code calls it.
+    """A dispatcher compiling its function once per argument types, whoever calls.
 
     numba types a constant argument of a compiled call (``sos_df2t(p, 17, 1, d, 0, u,
     False)``) as its value (``Literal[int](17)``) and compiles the callee again for
     every other value and for the plain types a Python call passes: in the test suite
     283 compiles of block helpers (53 s of 700 s compiling) had literal arguments,
     ``sos_df2t`` alone 30.  Here a literal integer or boolean is typed as ``int64``
-    (``bool``), so those calls share one compiled function.  A helper LLVM inlines
-    (``forceinline``, or small) still sees its constants after inlining.
-
-    Compiled without numba's wrappers for Python and C callers (:data:`WRAPPERS`):
-    numba builds, optimises and emits both for every function it compiles, and again
-    inside every caller that links it in, while the kernels call their helpers
-    directly.  A call from Python goes through :attr:`from_python`, a one-line
-    function of the same parameters compiled with the wrappers on first use, which
-    calls this one: the helper itself is still compiled once, whoever calls it.
-    Measured, cold compile (CPU s; ``Simulation`` of a graph, fresh caches):
-    ``graphs/slider_crank_torque.yaml`` 35.4, 38.2 with the wrappers against 31.3,
-    32.4 without (two alternations); ``distinct(300)`` of ``bench/compile.py`` 85.2
-    against 78.1 (the two at once, one core each).
+    (``bool``), so those calls share one compiled function with each other and with the
+    interpreted reference.  A helper LLVM inlines (``forceinline``, or small) still
+    sees its constants after inlining.
     """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.from_python(*args, **kwargs)
-
-    @functools.cached_property
-    def from_python(self) -> CPUDispatcher:
-        """A function of this one's parameters that calls it, compiled with the wrappers."""
-        options = {key: value for key, value in self.targetoptions.items()
-                   if key not in (*WRAPPERS, "nopython", "inline", "forceinline")}
-        return numba.njit(**options)(forwarder(self))
 
     def get_call_template(self, args, kws):
         return super().get_call_template(tuple(map(plain_type, args)),
                                          {key: plain_type(value) for key, value in kws.items()})
 
-    def enable_caching(self) -> None:
-        self.cache_keyed_by("")
-
     def cache_keyed_by(self, key: str) -> None:
         """Cache the machine code on disk, each entry under numba's key and ``key``."""
         self._cache = KeyedCache(self.py_func, key)
-
-
-def forwarder(callee: Dispatcher) -> Callable:
-    """A Python function with ``callee``'s parameters (and defaults) returning ``callee``
-    called with them."""
-    py = callee.py_func
-    parameters = inspect.signature(py).parameters.values()
-    if any(p.kind not in (p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters):
-        raise TypeError(f"{py.__qualname__}: only positional parameters can be forwarded")
-    names = ", ".join(("*" if p.kind is p.VAR_POSITIONAL else "") + p.name for p in parameters)
-    namespace = {"__callee": callee}
-    text = f"def {py.__name__}({names}):\n    return __callee({names})\n"
-    exec(compile(text, f"<{py.__qualname__} called from Python>", "exec"), namespace)
-    forward = namespace[py.__name__]
-    forward.__defaults__ = py.__defaults__
-    return forward
 
 
 class KeyedCache(FunctionCache):
@@ -137,19 +99,15 @@ class KeyedCache(FunctionCache):
     numba keys an entry by the signature, the machine and the function's own
     bytecode, and drops the whole index when the function's file changes; a
     change in a file the function calls into goes unnoticed.  ``key`` (a digest
-    of those files) makes it a different entry.  The key also tells these entries
-    (compiled without the wrappers for Python) from those of numba's own cache,
-    which a process calling the function from Python must not load.
+    of those files) makes it a different entry.
     """
-
-    KIND = "hapflow helper without wrappers"
 
     def __init__(self, py_func: Callable, key: str) -> None:
         super().__init__(py_func)
         self.key = key
 
     def _index_key(self, sig, codegen):
-        return (*super()._index_key(sig, codegen), self.KIND, self.key)
+        return (*super()._index_key(sig, codegen), self.key)
 
 
 def plain_type(typ: Any) -> Any:
@@ -169,14 +127,11 @@ def njit(fn: Callable | None = None, *,
     ``cache`` option, whether the helper is cached on disk is decided before it is
     first needed (:func:`take_undecided`).
     """
-    decide, cache = "cache" not in options, options.pop("cache", False)
-    options = {**dict.fromkeys(WRAPPERS, True), **options}
+    decide = "cache" not in options
 
     def make(py: Callable) -> Dispatcher:
         dispatcher = numba.njit(**options)(py)
         dispatcher.__class__ = dispatcher_class
-        if cache:
-            dispatcher.enable_caching()
         if decide:
             _UNDECIDED.append(dispatcher)
         return dispatcher

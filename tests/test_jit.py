@@ -1,5 +1,4 @@
-"""hapflow.jit.njit: one compiled version of a helper per argument types, whoever calls it,
-without the wrappers numba builds for calls from Python."""
+"""hapflow.jit.njit: one compiled version of a helper per argument types, whoever calls it."""
 import numba
 import numpy as np
 
@@ -36,25 +35,3 @@ def test_constant_arguments_do_not_compile_a_helper_again():
 def test_a_helper_keeps_numbas_options():
     assert _scaled.targetoptions["forceinline"] and not _scaled.targetoptions["_nrt"]
     assert _pick.targetoptions["nopython"]
-
-
-@njit
-def _shifted(a, k, step=1, *more):
-    return a[k + step] + len(more)
-
-
-def test_compiled_code_calls_helpers_built_without_wrappers_for_python():
-    a = np.arange(5.0)
-    assert _caller(a, 4) == 14.0
-    plain = (numba.types.float64[::1], numba.types.int64, numba.types.boolean)
-    compiled = _pick.overloads[plain]
-    assert compiled.fndesc.llvm_cpython_wrapper_name not in compiled.library.get_llvm_str()
-
-
-def test_a_call_from_python_reaches_the_helper_through_a_wrapped_forwarder():
-    a = np.arange(5.0)
-    assert _shifted(a, 1) == 2.0 and _shifted(a, 1, 2) == 3.0 and _shifted(a, 0, 1, 7, 8) == 3.0
-    # the helper itself compiled: once without and once with extra arguments
-    assert [len(sig[3]) for sig in _shifted.signatures] == [0, 2]
-    forwarded = _shifted.from_python.overloads[_shifted.from_python.signatures[0]]
-    assert forwarded.fndesc.llvm_cpython_wrapper_name in forwarded.library.get_llvm_str()
