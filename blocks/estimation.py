@@ -196,8 +196,10 @@ def _weighted_cov(d, ao, am, na, bo, bm, nb, ns, p, pw, co, noise, sym):
 # ignores its shape arguments.  bench/estimation.py: 2x (EKF) to 4x (UKF) faster per
 # update on the 6-state arm than the run-time-size steps.  The matrix products are
 # inlined into the steps in turn (an EKF step calls a dozen): 35 % less time per EKF
-# step on the 6-state arm; the others stay calls.  That inlining is numba's own, which
-# copies and types the product's IR at every call site: tests/test_estimation_nonlinear's
+# step on the 6-state arm; the others stay calls.  The step's text gets the products'
+# bodies (hapflow.closures inlines calls of ``inline="always"`` functions when it
+# freezes a step: numba's own inlining took most of a step's compile).  Before that, with
+# numba copying and typing the product's IR at every call site, tests/test_estimation_nonlinear's
 # graph of nine filters compiles in 55.7 s CPU with it, 36.9 s with the products called
 # (3.53 against 3.20 us per tick) and 38.6 s with LLVM's inlining (forceinline), whose
 # EKF updates were slower (bench/estimation.py --only update, two alternations: 0.68 and

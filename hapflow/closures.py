@@ -16,6 +16,22 @@ digest of its text and of every module its functions reach
 any of them gives a new module and the old machine code is never loaded
 for the new code.
 
+A call statement of a function compiled with ``inline="always"`` (a
+Kalman step calls a dozen fixed-shape matrix products so) is written into
+the text as that function's body, recursively (:meth:`_Module._inlined`,
+by :func:`hapflow.inline.inline`, which also folds the sizes into the
+loops).  numba would inline it too, but at every call site it runs its
+untyped pipeline over the callee and deep-copies the callee's IR twice,
+and each product inlined the generic product in turn.  In the suite run
+on 1e7d9c0 that took 136 s of the 237 s compiling Kalman steps (numba's
+``InlineWorker.inline_function``, nested calls counted in each level).
+Cold compile of ``graphs/slider_crank_torque.yaml`` (four observers):
+49.9, 43.5 -> 32.6, 32.9 s CPU (alternating); the per-update times of
+``bench/estimation.py --only update`` did not change (three alternations
+each).  Flags stay names, as numba saw them: written as literals, their
+branches folded away and the compile took 2 s less, but the finite-
+difference EKF and the UKFs ran 20-35 % slower per update.
+
 The generated functions are compiled once per argument *types*
 (:class:`FrozenDispatcher`), not once per literal value: numba types a
 constant argument (``_fx(p, d, X, ...)`` with ``X = 0``) as that literal
@@ -42,7 +58,7 @@ from numba.core.dispatcher import Dispatcher
 from numba.core.typing.typeof import Purpose, typeof
 
 from .compiler import load_module, module_digest
-from .inline import source
+from .inline import ExprArg, inline, source
 from .jit import UnliteralDispatcher, njit
 
 CONSTANTS = (bool, int, float, str, type(None))
@@ -137,6 +153,9 @@ class _Module:
         self.taken: set[str] = set()
         self.emitted: dict[int, str] = {}                 # id of a dispatcher -> its name
         self.bound: dict[str, Dispatcher] = {}            # functions called by name
+        self.aliases: dict[Any, str] = {}                 # bound value (id, or constant) -> name
+        self.values: dict[str, Any] = {}                  # names that inlined bodies read
+        self.sites = 0                                    # call sites inlined so far
 
     def function(self, fn: Dispatcher) -> str:
         """The name of closure ``fn`` in the module, emitting it (and its captures) first."""
@@ -149,7 +168,93 @@ class _Module:
             if name in py.__globals__:
                 self._global(name, py.__globals__[name], py)
         name = self.emitted[id(fn)] = self._fresh(py.__name__)
-        self.parts.append(_definition(py, name, renames, fn.targetoptions))
+        node = _parsed(py)
+        captured = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in py.__closure__)))
+
+        def value_of(var: str) -> Any:
+            if var in py.__code__.co_varnames:                  # a local of the function
+                return None
+            return captured[var] if var in captured else py.__globals__.get(var)
+
+        node.body = self._inlined(node.body, value_of)
+        self.parts.append(_definition(node, name, renames, fn.targetoptions))
+        return name
+
+    def _inlined(self, body: list[ast.stmt], value_of: Callable[[str], Any]) -> list[ast.stmt]:
+        """``body`` with every call statement of a function compiled with
+        ``inline="always"`` replaced by that function's body (:func:`hapflow.inline.inline`),
+        recursively; ``value_of(name)`` is what a name of ``body`` refers to.
+
+        numba inlines such a call itself, but runs its untyped pipeline over the
+        callee and deep-copies the callee's IR twice at every call site (a Kalman
+        step inlines a dozen matrix products, each inlining the generic product in
+        turn): most of the time compiling a step.  The text inlined here is what
+        numba's inliner makes of it, the arguments that are not names or constants
+        bound to locals first so each is evaluated once, as in a call.
+        """
+        out: list[ast.stmt] = []
+        for stmt in body:
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            callee = (value_of(call.func.id) if isinstance(call, ast.Call)
+                      and isinstance(call.func, ast.Name) and not call.keywords
+                      and not any(isinstance(a, ast.Starred) for a in call.args) else None)
+            if isinstance(callee, Dispatcher) and callee.targetoptions.get("inline") == "always":
+                lines = self._site(callee, call.args, value_of)
+                if lines is not None:
+                    out.extend(lines)
+                    continue
+            for field in ("body", "orelse"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list) and block:
+                    setattr(stmt, field, self._inlined(block, value_of))
+            out.append(stmt)
+        return out
+
+    def _site(self, callee: Dispatcher, args: list[ast.expr],
+              value_of: Callable[[str], Any]) -> list[ast.stmt] | None:
+        """The statements replacing one call of ``callee``, or None if it cannot be inlined."""
+        prefix = f"_in{self.sites}_"
+        self.sites += 1
+        bound, passed = [], []
+        for k, arg in enumerate(args):
+            if isinstance(arg, (ast.Name, ast.Constant)) or (
+                    isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)):
+                passed.append(ExprArg(ast.unparse(arg)))
+            else:
+                local = f"{prefix}arg{k}"
+                bound.append(ast.Assign([ast.Name(local, ast.Store())], arg, lineno=0))
+                passed.append(ExprArg(local))
+
+        def resolve(var: str, value: Any) -> str:
+            return self._value(var, value, callee.py_func)
+
+        lines = inline(callee, passed, prefix, resolve, _no_view)
+        if lines is None:
+            return None
+        inner = ast.parse("\n".join(lines)).body
+        return bound + self._inlined(inner, lambda var: self.values.get(var, value_of(var)))
+
+    def _value(self, var: str, value: Any, owner: types.FunctionType) -> str:
+        """The module name holding ``value``, read by an inlined body as ``var``."""
+        if _is_closure(value):
+            name = self.function(value)
+        elif isinstance(value, (Dispatcher, types.ModuleType, types.BuiltinFunctionType)):
+            name = self.aliases.get(id(value))
+            if name is None:
+                name = self.aliases[id(value)] = self._fresh(var)
+                self.namespace[name] = value
+                if isinstance(value, Dispatcher):
+                    self.bound[name] = value
+        elif _exact(value):
+            key = (type(value), repr(value))
+            name = self.aliases.get(key)
+            if name is None:
+                name = self.aliases[key] = self._fresh(var)
+                self.parts.insert(0, f"{name} = {value!r}")
+        else:
+            raise TypeError(f"{owner.__qualname__} reads {var}, a {type(value).__name__}, "
+                            "which has no exact text")
+        self.values[name] = value
         return name
 
     def _capture(self, var: str, cell: types.CellType, owner: types.FunctionType) -> str:
@@ -219,15 +324,24 @@ def _options(options: dict[str, Any]) -> str:
                      if key != "nopython")
 
 
-def _definition(py: types.FunctionType, name: str, renames: dict[str, str],
-                options: dict[str, Any]) -> str:
-    """``py``'s source as module function ``name`` with its captures renamed and its options."""
+def _no_view(arg: Any) -> str:
+    raise AssertionError("inlined with expression arguments only")
+
+
+def _parsed(py: types.FunctionType) -> ast.FunctionDef:
+    """The definition of ``py``, parsed from its source."""
     text = source(py)
     if text is None:
         raise TypeError(f"{py.__qualname__} has no source")
     node = ast.parse(text).body[0]
     if not isinstance(node, ast.FunctionDef):
         raise TypeError(f"{py.__qualname__} is not defined by a def statement")
+    return node
+
+
+def _definition(node: ast.FunctionDef, name: str, renames: dict[str, str],
+                options: dict[str, Any]) -> str:
+    """Function ``node`` as module function ``name`` with its captures renamed and its options."""
     node.decorator_list, node.name = [], name
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and sub.id in renames:

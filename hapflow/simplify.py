@@ -174,7 +174,7 @@ class _Unroll(ast.NodeTransformer):
                 or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node)):
             return node
         fold = _Fold({node.target.id: _start(node)})
-        return [fold.visit(stmt) for stmt in node.body]
+        return _flatten([fold.visit(stmt) for stmt in node.body])   # a folded `if` is a list
 
 
 def _loop_scoped(body: list[ast.stmt]) -> frozenset[str]:

@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,6 +120,33 @@ def test_frozen_kernels_compute_what_the_closures_compute():
     assert [k(a) for k in kernels] == [c(a) for c in closures] == [-7.0, 3.0]
     assert all(k.py_func.__closure__ is None for k in kernels)
     assert frozen(*closures) == kernels                    # one module per set, memoised
+
+
+
+@njit(inline="always")
+def _bump(a, x):
+    a[0] += 1.0              # before x is read: x must keep the value it had at the call
+    if x > 0.0:
+        a[1] = x + x
+    else:
+        a[1] = -x
+
+
+def test_a_call_of_an_inline_always_function_is_written_into_the_text_as_its_body():
+    def make(k):
+        @njit
+        def kernel(a):
+            _bump(a, a[0] * k)
+            return a[1]
+        return kernel
+
+    closure = make(3.0)
+    (kernel,) = frozen(closure)
+    text = Path(kernel.py_func.__code__.co_filename).read_text()
+    assert "_bump(" not in text and "a[0] += 1.0" in text
+    want, got = np.array([1.0, 0.0]), np.array([1.0, 0.0])
+    assert closure(want) == kernel(got) == 6.0          # numba's inlining, and the text's
+    assert np.array_equal(want, got)
 
 
 @njit

@@ -83,3 +83,11 @@ def test_a_tuple_that_folds_to_constants_is_folded_into_the_index_too():
         "c1_yk = f[b1 + 31] * f[b6] + f[b1 + 6]",
         "f[b1 + 6] = f[b1 + 32] * f[b6] - f[b1 + 34] * c1_yk"]
     assert np.array_equal(_run(text), _run(OFFSETS_AFTER_FOLDING))
+
+
+def test_a_one_trip_loop_around_a_branch_on_its_counter_unrolls_to_the_taken_branch():
+    # the branch folds only once the counter is read as the constant
+    src = "for j in range(1):\n    if j == 0:\n        f[j + 4] = 2.0\n    else:\n        f[j] = 1.0\n"
+    text = _simplified(src, {"j"})
+    assert text == "f[4] = 2.0"
+    assert np.array_equal(_run(text), _run(src))
