@@ -524,8 +524,7 @@ def _committer(N: int, MO: int, controlled: bool) -> Callable:
 
     Shared by every filter of those sizes whatever its model, Jacobians or parameter
     offsets.  The tick pastes it (:mod:`hapflow.inline`); where it is called instead
-    (``Simulation(inline=False)``), one compile serves them all, as for
-    :func:`_initialiser`."""
+    (``Simulation(inline=False)``), one compile serves them all."""
 
     @njit_noalloc
     def update(t, x, d, m, p, z):
@@ -546,10 +545,10 @@ def _initialiser(N: int, X0: int, P0: int) -> Callable:
     """The ``init`` kernel: ``x = x0``, ``P = P0`` (``N`` states, offsets ``X0``, ``P0`` in
     ``p``).
 
-    ``init_all`` calls the ``init`` kernels as written (:mod:`hapflow.codegen`), each a
-    compile of its own: shared by the filters of those sizes and offsets, not made per
-    filter layout.  The test suite's filters mostly differ in ``X0`` and ``P0`` too (49
-    compiles before, 42 after)."""
+    ``init_all`` pastes it (:mod:`hapflow.inline`: a call of :func:`init_from` with the
+    sizes as constants, one compile for every filter); where it is called instead
+    (``Simulation(inline=False)``) it is shared by the filters of those sizes and
+    offsets, as :func:`_committer` is."""
 
     @njit_noalloc
     def init(x, d, m, p):

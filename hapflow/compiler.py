@@ -27,8 +27,9 @@ pass from its ``numba:run_pass`` events, exclusive of nested compiles):
 - ``run``, ``init_all`` and the phase functions, 11 s, nearly all LLVM:
   numba links a callee's code into every caller, so each unit's code is
   optimised and emitted again in its phase function and again in ``run``;
-- the Kalman steps of :mod:`hapflow.closures` 18 s (9 s inlining their
-  ``inline="always"`` matrix helpers) and the other helpers and
+- the Kalman steps of :mod:`hapflow.closures` 18 s (9 s numba inlining
+  their ``inline="always"`` matrix helpers; the steps' text has held those
+  bodies since: see :mod:`hapflow.closures`) and the other helpers and
   kernels 14 s: about 50 block types, a cost that does not grow with N;
 - compiling a helper again for another literal argument value (``False``
   flags, section offsets): 40 extra compiles of 17 functions, 4 s.

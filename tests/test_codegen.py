@@ -191,6 +191,19 @@ def test_init_all_runs_the_held_outputs_with_the_units_of_the_tick():
     assert not any(unit.startswith("hu_") and unit in tick for unit in calls["ph_start"])
 
 
+
+def test_init_kernels_are_pasted_into_init_all_like_the_ticks_kernels():
+    # two filters of other sizes and offsets: their init kernels are closures over them,
+    # each a compile of its own if called; pasted, both call the one shared helper
+    program = compile_graph(hf.load(ROOT / "graphs" / "slider_crank_torque.yaml"),
+                            interpret=True, mode="fused")
+    init_all = next(fn for fn in ast.parse(program.source).body
+                    if isinstance(fn, ast.FunctionDef) and fn.name == "init_all")
+    called = [node.func.id for node in ast.walk(init_all)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+    assert called.count("g_init_from") >= 2
+    assert not any(name.endswith("_init") for name in called)
+
 def test_a_kernel_that_allocates_still_runs_in_units():
     g = mixed_graph()
     g.add("alloc", Allocating())
