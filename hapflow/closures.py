@@ -18,19 +18,22 @@ for the new code.
 
 A call statement of a function compiled with ``inline="always"`` (a
 Kalman step calls a dozen fixed-shape matrix products so) is written into
-the text as that function's body, recursively (:meth:`_Module._inlined`,
-by :func:`hapflow.inline.inline`, which also folds the sizes into the
+the text as that function's body, recursively (:class:`_Bodies`, by
+:func:`hapflow.inline.inline`, which also folds the sizes into the
 loops).  numba would inline it too, but at every call site it runs its
 untyped pipeline over the callee and deep-copies the callee's IR twice,
-and each product inlined the generic product in turn.  In the suite run
-on 1e7d9c0 that took 136 s of the 237 s compiling Kalman steps (numba's
-``InlineWorker.inline_function``, nested calls counted in each level).
-Cold compile of ``graphs/slider_crank_torque.yaml`` (four observers):
-49.9, 43.5 -> 32.6, 32.9 s CPU (alternating); the per-update times of
+and each product inlined the generic product in turn: about 90 s of the
+237 s the test suite spent compiling Kalman steps on 1e7d9c0 (numba's
+``InlineWorker.inline_function`` timed at the top level).  Cold compile
+of ``graphs/slider_crank_torque.yaml`` (four observers): 49.9, 43.5 ->
+32.6, 32.9 s CPU (alternating); the per-update times of
 ``bench/estimation.py --only update`` did not change (three alternations
 each).  Flags stay names, as numba saw them: written as literals, their
 branches folded away and the compile took 2 s less, but the finite-
-difference EKF and the UKFs ran 20-35 % slower per update.
+difference EKF and the UKFs ran 20-35 % slower per update.  Inlining is
+Python work (0.8 s for the filters of ``bench/compile.py``'s 300-block
+graph), so it is done once per cache: the module keeps the name of its
+plain text, and a process that finds the file reads the inlined text.
 
 The generated functions are compiled once per argument *types*
 (:class:`FrozenDispatcher`), not once per literal value: numba types a
@@ -50,13 +53,16 @@ third less compiling of the Kalman steps in the test suite.
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import types
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 from numba.core.dispatcher import Dispatcher
 from numba.core.typing.typeof import Purpose, typeof
 
+from .cachedir import cache_dir
 from .compiler import load_module, module_digest
 from .inline import ExprArg, inline, source
 from .jit import UnliteralDispatcher, njit
@@ -143,19 +149,35 @@ def frozen_njit(**options: Any) -> Callable[[Callable], FrozenDispatcher]:
     return njit(dispatcher_class=FrozenDispatcher, **options)
 
 
+@dataclass
+class _Def:
+    """A closure emitted as module function ``name``: what its text is made from."""
+
+    py: types.FunctionType
+    name: str
+    renames: dict[str, str]
+    options: dict[str, Any]
+
+    def value_of(self, var: str) -> Any:
+        """What name ``var`` of the function's body refers to (None: a local)."""
+        code = self.py.__code__
+        if var in code.co_varnames:
+            return None
+        if var in code.co_freevars:
+            return self.py.__closure__[code.co_freevars.index(var)].cell_contents
+        return self.py.__globals__.get(var)
+
+
 class _Module:
     """The text and namespace of one generated module, built function by function."""
 
     def __init__(self) -> None:
-        self.parts: list[str] = []
+        self.parts: list[str | _Def] = []
         self.namespace: dict[str, Any] = {"frozen_njit": frozen_njit}
         self.globals: dict[str, Any] = {}                 # globals the functions read
         self.taken: set[str] = set()
         self.emitted: dict[int, str] = {}                 # id of a dispatcher -> its name
         self.bound: dict[str, Dispatcher] = {}            # functions called by name
-        self.aliases: dict[Any, str] = {}                 # bound value (id, or constant) -> name
-        self.values: dict[str, Any] = {}                  # names that inlined bodies read
-        self.sites = 0                                    # call sites inlined so far
 
     def function(self, fn: Dispatcher) -> str:
         """The name of closure ``fn`` in the module, emitting it (and its captures) first."""
@@ -168,93 +190,7 @@ class _Module:
             if name in py.__globals__:
                 self._global(name, py.__globals__[name], py)
         name = self.emitted[id(fn)] = self._fresh(py.__name__)
-        node = _parsed(py)
-        captured = dict(zip(py.__code__.co_freevars, (c.cell_contents for c in py.__closure__)))
-
-        def value_of(var: str) -> Any:
-            if var in py.__code__.co_varnames:                  # a local of the function
-                return None
-            return captured[var] if var in captured else py.__globals__.get(var)
-
-        node.body = self._inlined(node.body, value_of)
-        self.parts.append(_definition(node, name, renames, fn.targetoptions))
-        return name
-
-    def _inlined(self, body: list[ast.stmt], value_of: Callable[[str], Any]) -> list[ast.stmt]:
-        """``body`` with every call statement of a function compiled with
-        ``inline="always"`` replaced by that function's body (:func:`hapflow.inline.inline`),
-        recursively; ``value_of(name)`` is what a name of ``body`` refers to.
-
-        numba inlines such a call itself, but runs its untyped pipeline over the
-        callee and deep-copies the callee's IR twice at every call site (a Kalman
-        step inlines a dozen matrix products, each inlining the generic product in
-        turn): most of the time compiling a step.  The text inlined here is what
-        numba's inliner makes of it, the arguments that are not names or constants
-        bound to locals first so each is evaluated once, as in a call.
-        """
-        out: list[ast.stmt] = []
-        for stmt in body:
-            call = stmt.value if isinstance(stmt, ast.Expr) else None
-            callee = (value_of(call.func.id) if isinstance(call, ast.Call)
-                      and isinstance(call.func, ast.Name) and not call.keywords
-                      and not any(isinstance(a, ast.Starred) for a in call.args) else None)
-            if isinstance(callee, Dispatcher) and callee.targetoptions.get("inline") == "always":
-                lines = self._site(callee, call.args, value_of)
-                if lines is not None:
-                    out.extend(lines)
-                    continue
-            for field in ("body", "orelse"):
-                block = getattr(stmt, field, None)
-                if isinstance(block, list) and block:
-                    setattr(stmt, field, self._inlined(block, value_of))
-            out.append(stmt)
-        return out
-
-    def _site(self, callee: Dispatcher, args: list[ast.expr],
-              value_of: Callable[[str], Any]) -> list[ast.stmt] | None:
-        """The statements replacing one call of ``callee``, or None if it cannot be inlined."""
-        prefix = f"_in{self.sites}_"
-        self.sites += 1
-        bound, passed = [], []
-        for k, arg in enumerate(args):
-            if isinstance(arg, (ast.Name, ast.Constant)) or (
-                    isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)):
-                passed.append(ExprArg(ast.unparse(arg)))
-            else:
-                local = f"{prefix}arg{k}"
-                bound.append(ast.Assign([ast.Name(local, ast.Store())], arg, lineno=0))
-                passed.append(ExprArg(local))
-
-        def resolve(var: str, value: Any) -> str:
-            return self._value(var, value, callee.py_func)
-
-        lines = inline(callee, passed, prefix, resolve, _no_view)
-        if lines is None:
-            return None
-        inner = ast.parse("\n".join(lines)).body
-        return bound + self._inlined(inner, lambda var: self.values.get(var, value_of(var)))
-
-    def _value(self, var: str, value: Any, owner: types.FunctionType) -> str:
-        """The module name holding ``value``, read by an inlined body as ``var``."""
-        if _is_closure(value):
-            name = self.function(value)
-        elif isinstance(value, (Dispatcher, types.ModuleType, types.BuiltinFunctionType)):
-            name = self.aliases.get(id(value))
-            if name is None:
-                name = self.aliases[id(value)] = self._fresh(var)
-                self.namespace[name] = value
-                if isinstance(value, Dispatcher):
-                    self.bound[name] = value
-        elif _exact(value):
-            key = (type(value), repr(value))
-            name = self.aliases.get(key)
-            if name is None:
-                name = self.aliases[key] = self._fresh(var)
-                self.parts.insert(0, f"{name} = {value!r}")
-        else:
-            raise TypeError(f"{owner.__qualname__} reads {var}, a {type(value).__name__}, "
-                            "which has no exact text")
-        self.values[name] = value
+        self.parts.append(_Def(py, name, renames, fn.targetoptions))
         return name
 
     def _capture(self, var: str, cell: types.CellType, owner: types.FunctionType) -> str:
@@ -303,14 +239,142 @@ class _Module:
         return f"{base}__{k}"
 
     def load(self) -> types.ModuleType:
-        """Write the module to the cache folder (once) and import it."""
+        """Write the module to the cache folder (once) and import it.
+
+        The module is named by its text without the inlined bodies (and the
+        files it reaches): a process that finds the file reads the inlined text
+        from it instead of inlining again (about 0.8 s at the start of a process
+        building the 300-block graph of ``bench/compile.py``).  The inlined text
+        reads no name the plain text's namespace lacks (:class:`_Bodies`).
+        """
+        plain = self._source(part if isinstance(part, str) else _definition(
+            _parsed(part.py), part.name, part.renames, part.options) for part in self.parts)
+        name = f"hk_{module_digest(plain, list(self.bound.values()))[:20]}"
+        path = cache_dir() / f"{name}.py"
+        if path.exists():
+            text = path.read_text()
+        else:
+            text = _Bodies(self).source() or plain
+        return load_module(name, text, {**self.namespace, "__name__": name})
+
+    def _source(self, parts: Iterable[str]) -> str:
         # which function each bound name is: part of the text, so of the module's name
         # (closures over different model functions differ in nothing else)
         bound = "".join(f"# {name}: {_identity(fn)}\n" for name, fn in sorted(self.bound.items()))
-        source = ('"""Generated by hapflow.closures. Do not edit."""\n\n' + bound + "\n"
-                  + "\n\n".join(self.parts))
-        name = f"hk_{module_digest(source, list(self.bound.values()))[:20]}"
-        return load_module(name, source + "\n", {**self.namespace, "__name__": name})
+        return ('"""Generated by hapflow.closures. Do not edit."""\n\n' + bound + "\n"
+                + "\n\n".join(parts) + "\n")
+
+
+class _Bodies:
+    """A module's text with every call statement of a function compiled with
+    ``inline="always"`` replaced by that function's body (:func:`hapflow.inline.inline`),
+    recursively.
+
+    numba inlines such a call itself, but at every call site it runs its untyped
+    pipeline over the callee and deep-copies the callee's IR twice, and a Kalman
+    step's dozen matrix products each inlined the generic product in turn.  The
+    text written here is what numba's inliner makes of it; arguments that are not
+    names, constants or ``name.attr`` are bound to locals first, so each is
+    evaluated once, as in a call.  A body may read only what the module already
+    binds, new constants (written into the text) and names its own calls inline
+    away; otherwise the module keeps its plain text (:meth:`source` gives None).
+    """
+
+    def __init__(self, module: _Module):
+        self.module = module
+        self.names = {id(v): k for k, v in module.namespace.items()}  # bound value -> name
+        self.names.update({fn: name for fn, name in module.emitted.items()})
+        self.constants: dict[tuple[str, type, str], str] = {}
+        self.lines: list[str] = []                        # the new constants' text
+        self.values: dict[str, Any] = {}                  # names that inlined bodies read
+        self.foreign: set[str] = set()                    # names the namespace lacks
+        self.sites = 0
+
+    def source(self) -> str | None:
+        """The module's text with the bodies inlined, or None if a body reads a name the
+        module's namespace lacks."""
+        parts = []
+        for part in self.module.parts:
+            if isinstance(part, _Def):
+                node = _parsed(part.py)
+                node.body = self._inlined(node.body, part.value_of)
+                part = _definition(node, part.name, part.renames, part.options)
+            parts.append(part)
+        text = self.module._source([*self.lines, *parts])
+        return None if _global_reads(text) & self.foreign else text
+
+    def _inlined(self, body: list[ast.stmt], value_of: Callable[[str], Any]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in body:
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            callee = (value_of(call.func.id) if isinstance(call, ast.Call)
+                      and isinstance(call.func, ast.Name) and not call.keywords
+                      and not any(isinstance(a, ast.Starred) for a in call.args) else None)
+            if isinstance(callee, Dispatcher) and callee.targetoptions.get("inline") == "always":
+                lines = self._site(callee, call.args, value_of)
+                if lines is not None:
+                    out.extend(lines)
+                    continue
+            for field in ("body", "orelse"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list) and block:
+                    setattr(stmt, field, self._inlined(block, value_of))
+            out.append(stmt)
+        return out
+
+    def _site(self, callee: Dispatcher, args: list[ast.expr],
+              value_of: Callable[[str], Any]) -> list[ast.stmt] | None:
+        """The statements replacing one call of ``callee``, or None if it cannot be inlined."""
+        prefix = f"_in{self.sites}_"
+        self.sites += 1
+        bound, passed = [], []
+        for k, arg in enumerate(args):
+            if isinstance(arg, (ast.Name, ast.Constant)) or (
+                    isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)):
+                passed.append(ExprArg(ast.unparse(arg)))
+            else:
+                local = f"{prefix}arg{k}"
+                bound.append(ast.Assign([ast.Name(local, ast.Store())], arg, lineno=0))
+                passed.append(ExprArg(local))
+
+        def resolve(var: str, value: Any) -> str:
+            return self._name(var, value, callee.py_func)
+
+        lines = inline(callee, passed, prefix, resolve, _no_view)
+        if lines is None:
+            return None
+        inner = ast.parse("\n".join(lines)).body
+        return bound + self._inlined(inner, lambda var: self.values.get(var, value_of(var)))
+
+    def _name(self, var: str, value: Any, owner: types.FunctionType) -> str:
+        """The module name holding ``value``, read by an inlined body as ``var``."""
+        if id(value) in self.names:
+            name = self.names[id(value)]
+        elif _exact(value):
+            key = (var, type(value), repr(value))
+            name = self.constants.get(key)
+            if name is None:
+                name = self.constants[key] = self.module._fresh(var)
+                self.lines.append(f"{name} = {value!r}")
+        elif isinstance(value, (Dispatcher, types.ModuleType, types.BuiltinFunctionType)):
+            name = self.names[id(value)] = self.module._fresh(var)
+            self.foreign.add(name)
+        else:
+            raise TypeError(f"{owner.__qualname__} reads {var}, a {type(value).__name__}, "
+                            "which has no exact text")
+        self.values[name] = value
+        return name
+
+
+def _global_reads(text: str) -> set[str]:
+    """The global names the functions of module ``text`` read."""
+    reads: set[str] = set()
+    codes = [compile(text, "<module>", "exec")]
+    while codes:
+        code = codes.pop()
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        reads.update(i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL")
+    return reads
 
 
 def _identity(fn: Dispatcher) -> str:

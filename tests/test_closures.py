@@ -149,6 +149,46 @@ def test_a_call_of_an_inline_always_function_is_written_into_the_text_as_its_bod
     assert np.array_equal(want, got)
 
 
+INLINING_FACTORY = textwrap.dedent("""
+    from numba import njit
+
+    @njit(inline="always")
+    def bump(a, x):
+        a[0] += 1.0
+        a[1] = x + x
+
+    def make(k):
+        @njit
+        def kernel(a):
+            bump(a, a[0] * k)
+            return a[1]
+        return kernel
+""")
+INLINING_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import hf_inlining_factory
+    from hapflow import closures
+    if sys.argv[2] == "again":
+        closures._Bodies = None                 # inlining now would fail
+    (kernel,) = closures.frozen(hf_inlining_factory.make(3.0))
+    text = open(kernel.py_func.__code__.co_filename).read()
+    print(kernel.__module__, kernel(np.array([1.0, 0.0])), "bump(" not in text)
+""")
+
+
+def test_the_next_process_reads_the_inlined_text_instead_of_inlining_again(tmp_path):
+    (tmp_path / "hf_inlining_factory.py").write_text(INLINING_FACTORY)
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child(kind):
+        return subprocess.run([sys.executable, "-c", INLINING_CHILD, str(tmp_path), kind],
+                              env=env, check=True, capture_output=True, text=True).stdout.split()
+    first = child("first")
+    assert first[1:] == ["6.0", "True"]
+    assert child("again") == first
+
 @njit
 def _double(x):
     return 2.0 * x
