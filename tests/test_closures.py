@@ -1,4 +1,5 @@
 """hapflow.closures: factory-made kernels compiled once per cache, named by what they run."""
+import importlib
 import os
 import subprocess
 import sys
@@ -123,39 +124,16 @@ def test_frozen_kernels_compute_what_the_closures_compute():
 
 
 
-@njit(inline="always")
-def _bump(a, x):
-    a[0] += 1.0              # before x is read: x must keep the value it had at the call
-    if x > 0.0:
-        a[1] = x + x
-    else:
-        a[1] = -x
-
-
-def test_a_call_of_an_inline_always_function_is_written_into_the_text_as_its_body():
-    def make(k):
-        @njit
-        def kernel(a):
-            _bump(a, a[0] * k)
-            return a[1]
-        return kernel
-
-    closure = make(3.0)
-    (kernel,) = frozen(closure)
-    text = Path(kernel.py_func.__code__.co_filename).read_text()
-    assert "_bump(" not in text and "a[0] += 1.0" in text
-    want, got = np.array([1.0, 0.0]), np.array([1.0, 0.0])
-    assert closure(want) == kernel(got) == 6.0          # numba's inlining, and the text's
-    assert np.array_equal(want, got)
-
-
 INLINING_FACTORY = textwrap.dedent("""
     from numba import njit
 
     @njit(inline="always")
     def bump(a, x):
-        a[0] += 1.0
-        a[1] = x + x
+        a[0] += 1.0              # before x is read: x must keep the value it had at the call
+        if x > 0.0:
+            a[1] = x + x
+        else:
+            a[1] = -x
 
     def make(k):
         @njit
@@ -164,6 +142,23 @@ INLINING_FACTORY = textwrap.dedent("""
             return a[1]
         return kernel
 """)
+
+
+def test_a_call_of_an_inline_always_function_is_written_into_the_text_as_its_body(
+        tmp_path, monkeypatch):
+    (tmp_path / "hf_inlining_factory.py").write_text(INLINING_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hf_inlining_factory", raising=False)
+    closure = importlib.import_module("hf_inlining_factory").make(3.0)
+    (kernel,) = frozen(closure)
+    text = Path(kernel.py_func.__code__.co_filename).read_text()
+    assert "bump(" not in text and "a[0] += 1.0" in text
+    want, got = np.array([1.0, 0.0]), np.array([1.0, 0.0])
+    assert closure(want) == kernel(got) == 6.0          # numba's inlining, and the text's
+    assert np.array_equal(want, got)
+    monkeypatch.delitem(sys.modules, "hf_inlining_factory")
+
+
 INLINING_CHILD = textwrap.dedent("""
     import sys
     import numpy as np
