@@ -62,9 +62,8 @@ from typing import Any, Callable, Iterable
 from numba.core.dispatcher import Dispatcher
 from numba.core.typing.typeof import Purpose, typeof
 
-from .cachedir import cache_dir
-from .compiler import load_module, module_digest
-from .inline import ExprArg, inline, source
+from .compiler import load_module, module_digest, module_path
+from .inline import ExprArg, global_of, inline, source
 from .jit import UnliteralDispatcher, njit
 
 CONSTANTS = (bool, int, float, str, type(None))
@@ -160,12 +159,12 @@ class _Def:
 
     def value_of(self, var: str) -> Any:
         """What name ``var`` of the function's body refers to (None: a local)."""
-        code = self.py.__code__
-        if var in code.co_varnames:
+        if var in self.py.__code__.co_varnames:
             return None
-        if var in code.co_freevars:
-            return self.py.__closure__[code.co_freevars.index(var)].cell_contents
-        return self.py.__globals__.get(var)
+        try:
+            return global_of(self.py, var)
+        except KeyError:                                    # a builtin, or nothing
+            return None
 
 
 class _Module:
@@ -250,7 +249,7 @@ class _Module:
         plain = self._source(part if isinstance(part, str) else _definition(
             _parsed(part.py), part.name, part.renames, part.options) for part in self.parts)
         name = f"hk_{module_digest(plain, list(self.bound.values()))[:20]}"
-        path = cache_dir() / f"{name}.py"
+        path = module_path(name)
         if path.exists():
             text = path.read_text()
         else:

@@ -713,11 +713,15 @@ _LOADING = threading.RLock()
 threads) share one module and so one compiled kernel."""
 
 
+def module_path(name: str) -> Path:
+    """Where generated module ``name`` is kept: ``<cache>/<name>.py``."""
+    return cache_dir() / f"{name}.py"
+
+
 def load_module(name: str, source: str, namespace: dict) -> types.ModuleType:
-    """Write ``source`` to ``<cache>/<name>.py`` (once) and execute it as module ``name``."""
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.py"
+    """Write ``source`` to :func:`module_path` (once) and execute it as module ``name``."""
+    path = module_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         write_whole(path, source)
     with _LOADING:
