@@ -282,7 +282,7 @@ class _Bodies:
     def __init__(self, module: _Module):
         self.module = module
         self.names = {id(v): k for k, v in module.namespace.items()}  # bound value -> name
-        self.names.update({fn: name for fn, name in module.emitted.items()})
+        self.names.update(module.emitted)                 # emitted closures, by id too
         self.constants: dict[tuple[str, type, str], str] = {}
         self.lines: list[str] = []                        # the new constants' text
         self.values: dict[str, Any] = {}                  # names that inlined bodies read
