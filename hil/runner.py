@@ -368,7 +368,9 @@ class HilRunner:
         self.live.on_change = (lambda change: rec.note(change.row())) if rec is not None else None
         settings = realtime.apply(self.rt.fifo, self.rt.cpu, self.rt.lock)
         handlers = _trap_signals(loop.stop)
-        gc.collect()
+        # off, not collected first: a full collection walks every object the process holds
+        # (every compiled kernel's, in a long session or a test process) and the loop
+        # allocates nothing it could free
         gc.disable()
         self.live.start()
         if on_start is not None:

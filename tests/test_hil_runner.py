@@ -294,3 +294,19 @@ def test_check_order_and_non_finite_command():
     assert check([0.002, 3.0], [1.0], [1.0], first=True) == safety.OK   # no previous sample
     assert check([0.0, 3.0], [1.0], [np.inf]) == safety.NONFINITE_COMMAND
     assert check([0.0, 3.0], [1.0], [-5.5]) == safety.COMMAND_LIMIT
+
+
+def test_the_loop_runs_with_gc_off_and_collects_nothing_before_its_first_tick(tmp_path,
+                                                                             monkeypatch):
+    """A full collection before the loop walks the whole heap of the process (every kernel
+    it compiled), and the loop allocates nothing a collection could free: ``gc`` is only
+    switched off, and on again after."""
+    import gc
+    graph = bed()
+    hil(graph, tmp_path)                                    # loads the kernel and the card
+    collected, enabled = [], []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation))
+    HilRunner(graph, SimDaq(graph, seed=1, paced=False)).run(
+        0.05, out=tmp_path / "second.h5", on_start=lambda _: enabled.append(gc.isenabled()))
+    assert enabled == [False] and gc.isenabled()
+    assert 2 not in collected
