@@ -1,5 +1,7 @@
 """Shared test setup: a per-session numba/hapflow cache folder, child processes that do not
-outlive their test, and a suite that writes nothing into the working tree."""
+outlive their test, a suite that writes nothing into the working tree, and garbage
+collections that skip what earlier test files left alive."""
+import gc
 import os
 import signal
 import subprocess
@@ -113,6 +115,18 @@ def pytest_collection_finish(session):
     if local:
         raise pytest.UsageError(f"test blocks registered for good: {', '.join(local)}; declare "
                                 "them with `register=False` (and use registry.registered())")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test file: collect, then freeze what is left alive (numba keeps every compiled
+    function's IR, millions of objects in a worker), so that the collections of later files
+    walk only their own objects.  Without this, each full collection walked the whole heap
+    again."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
 
 
 @pytest.fixture(autouse=True)
