@@ -1,6 +1,6 @@
 """Shared test setup: a per-session numba/hapflow cache folder, child processes that do not
 outlive their test, a suite that writes nothing into the working tree, and garbage
-collections that skip what earlier test files left alive."""
+collections that skip what earlier tests left alive."""
 import gc
 import os
 import signal
@@ -119,14 +119,13 @@ def pytest_collection_finish(session):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    """After a test file: collect, then freeze what is left alive (numba keeps every compiled
-    function's IR, millions of objects in a worker), so that the collections of later files
-    walk only their own objects.  Without this, each full collection walked the whole heap
+    """After each test: collect, then freeze what is left alive (numba keeps every compiled
+    function's IR, millions of objects in a worker), so that later collections walk only
+    the objects made since.  Without this, each full collection walked the whole heap
     again."""
     yield
-    if nextitem is None or nextitem.path != item.path:
-        gc.collect()
-        gc.freeze()
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
