@@ -11,6 +11,7 @@ import pytest
 from numba import njit
 
 from hapflow.closures import frozen
+from tests.helpers import edit
 
 FACTORY = textwrap.dedent("""
     from numba import njit
@@ -99,7 +100,7 @@ def test_an_edit_of_a_function_the_closure_calls_renames_the_module(tmp_path):
     (tmp_path / "hf_frozen_factory.py").write_text(FACTORY)
     (tmp_path / "hf_frozen_leaf.py").write_text(LEAF.format(2.0))
     before = _child(tmp_path, tmp_path / "cache")
-    (tmp_path / "hf_frozen_leaf.py").write_text(LEAF.format(5.0))
+    edit(tmp_path / "hf_frozen_leaf.py", LEAF.format(5.0))
     after = _child(tmp_path, tmp_path / "cache")
     assert after[0] != before[0]
     assert after[1:] == (31.0, 0, 1)          # the new leaf, compiled: never the stale code
