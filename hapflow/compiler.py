@@ -70,6 +70,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import gc
 import hashlib
 import inspect
 import itertools
@@ -82,7 +83,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numba
 from numba.core.dispatcher import Dispatcher
@@ -127,6 +128,9 @@ class Program:
     units: dict[str, UnitSource]
     mode: str
     inline: bool = True
+    from_cache: bool = False
+    """Whether numba's disk cache held the machine code of ``run`` and ``init_all`` (a warm
+    start: their first calls load it instead of compiling)."""
 
     def block_at(self, path: str, line: int) -> str | None:
         """The block whose kernel produced ``line`` of generated file ``path``, if any."""
@@ -346,13 +350,14 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
     -------
     Program
     """
-    checked = graph.check()
-    schedule = build_schedule(checked)
-    layout = build_layout(checked)
-    if mode == "auto":
-        mode = choose_mode(checked, schedule)
-    digest = sourcecache.key(checked, layout, inline, mode, _text_of)
-    generated = sourcecache.load(cache_dir(), digest, checked)
+    with collections_paused():
+        checked = graph.check()
+        schedule = build_schedule(checked)
+        layout = build_layout(checked)
+        if mode == "auto":
+            mode = choose_mode(checked, schedule)
+        digest = sourcecache.key(checked, layout, inline, mode, _text_of)
+        generated = sourcecache.load(cache_dir(), digest, checked)
     if generated is None:
         generated = Generator(checked, schedule, layout, inline=inline, mode=mode).build()
         _store_source(digest, generated)
@@ -362,7 +367,8 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
                        ns["init_all"], True, generated.units, generated.mode, inline)
     module = _loaded(checked, generated, ("run", "init_all"))
     return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
-                   module.init_all, False, generated.units, generated.mode, inline)
+                   module.init_all, False, generated.units, generated.mode, inline,
+                   _all_on_disk(module, ("run", "init_all")))
 
 
 def compile_lanes(program: Program, width: int) -> Callable:
@@ -398,14 +404,14 @@ def _interpreted(generated: Generated, title: str) -> dict:
 def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) -> types.ModuleType:
     """The module of ``generated``, its units compiled unless numba's cache holds
     every function of ``entries``."""
-    functions = _functions(generated.namespace)
-    name = f"hf_{fingerprint(generated.source, checked, functions)}"
-    units = _define_units(generated.units)
-    namespace = {**generated.namespace,
-                 **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
-    module = load_module(name, generated.source, _namespace(namespace, False, name))
-    compiled = [fn for fn in map(vars(module).get, entries) if isinstance(fn, Dispatcher)]
-    if not all(map(_on_disk, compiled)):
+    with collections_paused():
+        functions = _functions(generated.namespace)
+        name = f"hf_{fingerprint(generated.source, checked, functions)}"
+        units = _define_units(generated.units)
+        namespace = {**generated.namespace,
+                     **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
+        module = load_module(name, generated.source, _namespace(namespace, False, name))
+    if not _all_on_disk(module, entries):
         cache_helpers()
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
@@ -489,6 +495,34 @@ def _interpreted_namespace(generated: Generated) -> dict:
         exec(compile(unit.source, f"<hapflow unit {unit.name}>", "exec"), unit_ns)
         ns[unit.name] = unit_ns["unit"]
     return ns
+
+
+@contextlib.contextmanager
+def collections_paused() -> Iterator[None]:
+    """No automatic garbage collection inside the block (as it was, after it).
+
+    Loading a graph (checking it, reading its generated source and defining
+    its modules, numba's registries and cached machine code) makes
+    long-lived objects and next to no garbage, while each full collection
+    walks every object the process holds (a large graph's warm start ran
+    several: ``bench/compile.py`` times the warm start).  Never around a compile: numba's compiles leave cyclic garbage that must be
+    freed as it goes, or a large graph's compile would hold it all.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _all_on_disk(module: types.ModuleType, entries: tuple[str, ...]) -> bool:
+    """Whether numba's disk cache holds every compiled function among ``entries`` of
+    ``module`` (a graph without ``init`` kernels has a plain ``init_all``)."""
+    return all(_on_disk(fn) for fn in map(vars(module).get, entries)
+               if isinstance(fn, Dispatcher))
 
 
 def _on_disk(fn: Callable) -> bool:

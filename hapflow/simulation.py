@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time as _time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from .version import __version__
 from .block import Block
-from .compiler import Program, compile_error, compile_graph
+from .compiler import Program, collections_paused, compile_error, compile_graph
 from .errors import GraphError, SimulationError
 from .events import EVENTS, OVERFLOW
 from .graph import Graph
@@ -157,10 +157,12 @@ class Simulation:
         self._drained = 0
         self.log = np.zeros((self.chunk_ticks, self.layout.sizes["log"]))
         self.tick = 0
-        for name in graph.nodes:
-            self._pack(name)
-        self._initial_state()
-        self._warm_up()
+        # a warm start's first calls load machine code (see compiler.collections_paused)
+        with collections_paused() if self.program.from_cache else nullcontext():
+            for name in graph.nodes:
+                self._pack(name)
+            self._initial_state()
+            self._warm_up()
 
     def _warm_up(self) -> None:
         """Compile now (or load machine code from the cache), naming the block on failure."""

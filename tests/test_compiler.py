@@ -1,4 +1,5 @@
 """hapflow.compiler: the disk cache, and kernel names that follow what kernels call."""
+import gc
 import importlib
 import os
 import subprocess
@@ -6,7 +7,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
+
 import hapflow as hf
+from hapflow.blocks import Constant, MassSpringDamper
 from tests.helpers import edit, mixed_graph
 
 
@@ -132,3 +136,42 @@ def test_helpers_are_cached_on_disk_and_renewed_by_an_edit_of_any_file_they_call
     edit(leaf, leaf.read_text().replace("2.0", "3.0"))
     assert child() == ["6.0", "3.0", "0", "0"]
     assert child() == ["6.0", "3.0", "1", "1"]
+
+
+class _GcWatch(MassSpringDamper, register=False):
+    """A mass-spring-damper noting whether automatic garbage collection is on when the
+    engine reads its kernels (checking, scheduling or generating the graph) and its initial
+    state (right before the kernel's first calls, which compile or load machine code)."""
+
+    seen: list[tuple[str, bool]] = []
+
+    def kernels(self):
+        _GcWatch.seen.append(("kernels", gc.isenabled()))
+        return super().kernels()
+
+    def initial_state(self):
+        _GcWatch.seen.append(("initial_state", gc.isenabled()))
+        return super().initial_state()
+
+
+def test_a_warm_start_loads_with_collections_paused_and_a_compile_runs_with_them_on(
+        tmp_path, monkeypatch):
+    """Loading makes long-lived objects and next to no garbage, so full collections there
+    only walk the heap; a compile leaves garbage that must be freed as it goes."""
+    monkeypatch.setenv("HAPFLOW_CACHE_DIR", str(tmp_path / "cache"))     # cold, then warm
+    g = hf.Graph(rate=1000, duration=0.01)
+    g.add("push", Constant(value=0.5, unit="N"))
+    g.add("msd", _GcWatch(mass=1.0, stiffness=100.0, x0=0.01))
+    g.wire("push.y -> msd.force")
+    g.record("msd.pos")
+    _GcWatch.seen.clear()
+    cold = hf.Simulation(g)
+    assert not cold.program.from_cache
+    assert ("kernels", True) in _GcWatch.seen and ("initial_state", True) in _GcWatch.seen
+    _GcWatch.seen.clear()
+    warm = hf.Simulation(g)
+    assert warm.program.from_cache
+    assert ("initial_state", False) in _GcWatch.seen
+    assert not any(on for _, on in _GcWatch.seen), _GcWatch.seen
+    assert gc.isenabled()
+    np.testing.assert_array_equal(warm.run()["msd.pos"], cold.run()["msd.pos"])
