@@ -504,9 +504,10 @@ def collections_paused() -> Iterator[None]:
     Loading a graph (checking it, reading its generated source and defining
     its modules, numba's registries and cached machine code) makes
     long-lived objects and next to no garbage, while each full collection
-    walks every object the process holds (a large graph's warm start ran
-    several: ``bench/compile.py`` times the warm start).  Never around a compile: numba's compiles leave cyclic garbage that must be
-    freed as it goes, or a large graph's compile would hold it all.
+    walks every object the process holds: a large graph's warm start ran
+    several (``bench/compile.py`` times the warm start).  Never around a
+    compile: numba's compiles leave cyclic garbage that must be freed as it
+    goes, or a large graph's compile would hold it all.
     """
     if not gc.isenabled():
         yield
