@@ -365,10 +365,9 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
         ns = _interpreted(generated, graph.name)
         return Program(checked, schedule, layout, generated.source, None, ns["run"],
                        ns["init_all"], True, generated.units, generated.mode, inline)
-    module = _loaded(checked, generated, ("run", "init_all"))
+    module, cached = _loaded(checked, generated, ("run", "init_all"))
     return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
-                   module.init_all, False, generated.units, generated.mode, inline,
-                   _all_on_disk(module, ("run", "init_all")))
+                   module.init_all, False, generated.units, generated.mode, inline, cached)
 
 
 def compile_lanes(program: Program, width: int) -> Callable:
@@ -389,7 +388,8 @@ def compile_lanes(program: Program, width: int) -> Callable:
         generated = generator(first.address.reached).build()
     if program.interpreted:
         return _interpreted(generated, f"{program.checked.graph.name} lanes")["run_blocks"]
-    return _loaded(program.checked, generated, ("run_blocks",)).run_blocks
+    module, _ = _loaded(program.checked, generated, ("run_blocks",))
+    return module.run_blocks
 
 
 def _interpreted(generated: Generated, title: str) -> dict:
@@ -401,9 +401,10 @@ def _interpreted(generated: Generated, title: str) -> dict:
     return ns
 
 
-def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) -> types.ModuleType:
+def _loaded(checked: Checked, generated: Generated,
+            entries: tuple[str, ...]) -> tuple[types.ModuleType, bool]:
     """The module of ``generated``, its units compiled unless numba's cache holds
-    every function of ``entries``."""
+    every function of ``entries``; and whether it held them (a warm start)."""
     with collections_paused():
         functions = _functions(generated.namespace)
         name = f"hf_{fingerprint(generated.source, checked, functions)}"
@@ -411,14 +412,16 @@ def _loaded(checked: Checked, generated: Generated, entries: tuple[str, ...]) ->
         namespace = {**generated.namespace,
                      **{n: getattr(m, "compiled", m.unit) for n, m in units.items()}}
         module = load_module(name, generated.source, _namespace(namespace, False, name))
-    if not _all_on_disk(module, entries):
+    compiled = [fn for fn in map(vars(module).get, entries) if isinstance(fn, Dispatcher)]
+    cached = all(map(_on_disk, compiled))
+    if not cached:
         cache_helpers()
         # compiled, not loaded from numba's cache: the units first, each for its one
         # signature, or every literal offset a phase passes would compile a copy of one.
         # Loaded from the cache, the entries hold their code: a warm start compiles no
         # unit, but defines their modules (numba imports them to rebuild environments).
         vars(module).update(_compile_units(checked.graph, generated.units, units))
-    return module
+    return module, cached
 
 
 FUSED_MAX_LINES = 800
@@ -517,13 +520,6 @@ def collections_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def _all_on_disk(module: types.ModuleType, entries: tuple[str, ...]) -> bool:
-    """Whether numba's disk cache holds every compiled function among ``entries`` of
-    ``module`` (a graph without ``init`` kernels has a plain ``init_all``)."""
-    return all(_on_disk(fn) for fn in map(vars(module).get, entries)
-               if isinstance(fn, Dispatcher))
 
 
 def _on_disk(fn: Callable) -> bool:

@@ -1,4 +1,5 @@
 """The real-time runner: I/O path against --mode sim, timing record, safety stops per fault and limit."""
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -301,7 +302,6 @@ def test_the_loop_runs_with_gc_off_and_collects_nothing_before_its_first_tick(tm
     """A full collection before the loop walks the whole heap of the process (every kernel
     it compiled), and the loop allocates nothing a collection could free: ``gc`` is only
     switched off, and on again after."""
-    import gc
     graph = bed()
     hil(graph, tmp_path)                                    # loads the kernel and the card
     collected, enabled = [], []
