@@ -157,6 +157,12 @@ class _Def:
     renames: dict[str, str]
     options: dict[str, Any]
 
+    def recipe(self) -> str:
+        """What the function's text is made from, as text: its source, its name in the
+        module, its renamed captures and its options."""
+        return repr((source(self.py), self.name, sorted(self.renames.items()),
+                     sorted(self.options.items())))
+
     def value_of(self, var: str) -> Any:
         """What name ``var`` of the function's body refers to (None: a local)."""
         if var in self.py.__code__.co_varnames:
@@ -240,20 +246,26 @@ class _Module:
     def load(self) -> types.ModuleType:
         """Write the module to the cache folder (once) and import it.
 
-        The module is named by its text without the inlined bodies (and the
-        files it reaches): a process that finds the file reads the inlined text
-        from it instead of inlining again (about 0.8 s at the start of a process
-        building the 300-block graph of ``bench/compile.py``).  The inlined text
-        reads no name the plain text's namespace lacks (:class:`_Bodies`).
+        The module is named by what its text is made from (each function's
+        source, name, renamed captures and options: :meth:`_Def.recipe`), and
+        the files it reaches.  A process that finds the file reads the text from
+        it, without inlining bodies again (about 0.8 s at the start of a process
+        building the 300-block graph of ``bench/compile.py``) or parsing and
+        printing the functions again (a fifth of what building the 1000-block
+        graph spent in hapflow).  The inlined text reads no name the plain
+        text's namespace lacks (:class:`_Bodies`).
         """
-        plain = self._source(part if isinstance(part, str) else _definition(
-            _parsed(part.py), part.name, part.renames, part.options) for part in self.parts)
-        name = f"hk_{module_digest(plain, list(self.bound.values()))[:20]}"
+        recipe = self._source(part if isinstance(part, str) else part.recipe()
+                              for part in self.parts)
+        name = f"hk_{module_digest(recipe, list(self.bound.values()))[:20]}"
         path = module_path(name)
         if path.exists():
             text = path.read_text()
         else:
-            text = _Bodies(self).source() or plain
+            text = _Bodies(self).source() or self._source(
+                part if isinstance(part, str) else _definition(
+                    _parsed(part.py), part.name, part.renames, part.options)
+                for part in self.parts)
         return load_module(name, text, {**self.namespace, "__name__": name})
 
     def _source(self, parts: Iterable[str]) -> str:

@@ -27,7 +27,9 @@ import ast
 import builtins
 import functools
 import inspect
+import linecache
 import textwrap
+import types
 from dataclasses import dataclass
 from typing import Callable
 
@@ -80,11 +82,43 @@ _UNSUPPORTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Global, a
 
 @functools.lru_cache(maxsize=None)
 def source(py: Callable) -> str | None:
-    """A function's dedented source (read once: tokenising it is most of the inliner's time)."""
+    """A function's dedented source, or None if it has none (read once per function).
+
+    Cut from its file by its code's line table: from its first line (its
+    decorators) to the last line any instruction of it, or of a function
+    nested in it, spans, then on over the lines indented deeper than its
+    ``def`` (a closing ``pass`` or comment compiles to no instruction).
+    ``inspect.getsource`` finds the end by tokenising the file from the
+    function on: a fifth of what a warm start of a 1000-block graph spent in
+    hapflow.
+    """
+    code = getattr(inspect.unwrap(py), "__code__", None)   # as inspect: the wrapped function's
+    if code is not None:
+        linecache.checkcache(code.co_filename)            # the file may have been edited
+        lines = linecache.getlines(code.co_filename)
+        if lines:
+            first, end = code.co_firstlineno - 1, _last_line(code)
+            depth = _indent(lines[first])
+            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > depth):
+                end += 1
+            while not lines[end - 1].strip():
+                end -= 1
+            return textwrap.dedent("".join(lines[first:end]))
     try:
         return textwrap.dedent(inspect.getsource(py))
     except (OSError, TypeError):
         return None
+
+
+def _last_line(code: types.CodeType) -> int:
+    """The last source line the instructions of ``code`` and of its nested functions span."""
+    ends = [end for _, end, _, _ in code.co_positions() if end is not None]
+    ends += [_last_line(const) for const in code.co_consts if isinstance(const, types.CodeType)]
+    return max(ends, default=code.co_firstlineno)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def size(fn: Callable) -> int:

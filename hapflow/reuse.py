@@ -37,6 +37,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .inline import source
+
 _PURE_BUILTINS = frozenset({"min", "max", "abs", "float", "int", "bool", "len", "range"})
 
 @functools.lru_cache(maxsize=None)
@@ -49,9 +51,12 @@ def is_pure(fn: Callable) -> bool:
     other pure functions.
     """
     py = getattr(fn, "py_func", fn)
+    text = source(py)
+    if text is None:
+        return False
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
-    except (OSError, TypeError, SyntaxError):
+        tree = ast.parse(text)
+    except SyntaxError:
         return False
     root = tree.body[0]
     if not isinstance(root, ast.FunctionDef):

@@ -1,11 +1,18 @@
 """Kernel inlining: rewriting rules, fallbacks, and equality with view calls."""
+import importlib.util
+import inspect
 import math
+import sys
+import textwrap
+import types
 
 import numpy as np
 from numba import njit
 
 import hapflow as hf
-from hapflow.inline import ArrayArg, ExprArg, inline
+from hapflow.inline import ArrayArg, ExprArg, inline, source
+
+from tests.helpers import edit
 
 SCALE = 3.0
 
@@ -164,3 +171,93 @@ def test_kernel_signature_mismatch_is_reported_at_add():
         assert "kernel output('t', 'x', 'd', 'm', 'p', 'y') of Lag must take (t, x, d, m, p, u, y)" in str(err)
     else:
         raise AssertionError("bad kernel signature accepted")
+
+
+EDGE_CASES = '''\
+import numba
+
+
+@numba.njit(
+    cache=False)
+def decorated(x):
+    return (x +
+            1.0)
+
+
+def ends_in_pass(x):
+    if x:
+        x = 1
+    else:
+        pass
+        # a comment of the body
+
+
+def nested_last(x):
+    def inner(y):
+        return y * 2
+    return inner
+
+
+def docstring_only():
+    """Nothing but a docstring,
+    on two lines."""
+
+
+class Holder:
+    @staticmethod
+    def method(x):
+        s = """
+a string with lines at column 0
+"""
+        return s
+'''
+
+
+def _functions(module):
+    """Every Python function a module defines, its classes' methods included."""
+    found = []
+    for value in vars(module).values():
+        members = vars(value).values() if isinstance(value, type) else [value]
+        for member in members:
+            fn = getattr(getattr(member, "__func__", member), "py_func",
+                         getattr(member, "__func__", member))
+            if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+                found.append(fn)
+    return found
+
+
+def _inspected(fn):
+    try:
+        return textwrap.dedent(inspect.getsource(fn))
+    except OSError:                                      # defined by text without a file
+        return None
+
+
+def test_source_cuts_what_inspect_reads_from_every_engine_and_block_module(tmp_path):
+    """``source`` reads a function's lines by its code's line table instead of tokenising
+    its file: the text must be ``inspect.getsource``'s, for every function of hapflow and
+    its blocks, and for definitions whose last lines compile to no instruction."""
+    path = tmp_path / "edge_cases.py"
+    path.write_text(EDGE_CASES)
+    spec = importlib.util.spec_from_file_location("edge_cases", path)
+    edge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(edge)
+    hf.registry.names()                                  # imports every block module
+    modules = [m for name, m in sorted(sys.modules.items())
+               if name.startswith("hapflow.") and getattr(m, "__file__", None)]
+    functions = [f for m in [edge, *modules] for f in _functions(m)]
+    assert len(functions) > 500
+    differ = [f.__qualname__ for f in functions if source(f) != _inspected(f)]
+    assert differ == []
+    assert source(edge.ends_in_pass).endswith("        pass\n        # a comment of the body\n")
+    assert source(edge.docstring_only).endswith('on two lines."""\n')
+
+
+def test_source_reads_a_file_edited_after_its_first_read(tmp_path):
+    path = tmp_path / "edited_kernel.py"
+    for k, body in enumerate(("return 1.0", "return 2.0 + 0.0")):
+        edit(path, f"def kernel(x):\n    {body}\n")
+        spec = importlib.util.spec_from_file_location(f"edited_kernel_{k}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert source(module.kernel) == f"def kernel(x):\n    {body}\n"
