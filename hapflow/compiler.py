@@ -315,7 +315,10 @@ def _closure_values(py: Callable) -> list:
     return values
 
 
-def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
+def _namespace(kernels: dict[str, object], interpret: bool, name: str,
+               cache: bool = True) -> dict:
+    """What a generated module's text reads: its kernels and the decorators of its functions
+    (``cache=False``: callees without numba's disk cache, see :func:`_define_units`)."""
     def plain(fn: object) -> object:
         return getattr(fn, "py_func", fn) if interpret else fn
 
@@ -324,8 +327,9 @@ def _namespace(kernels: dict[str, object], interpret: bool, name: str) -> dict:
               ev_restart=plain(events.restart), __name__=name)
     ns["elements"] = (lambda array: array) if interpret else element_access.elements
     ns["jit"] = (lambda f: f) if interpret else numba.njit(**JIT_OPTIONS)
-    ns["cjit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **CALLEE_OPTIONS)
-    ns["ijit"] = (lambda f: f) if interpret else numba.njit(_nrt=False, **INLINED_OPTIONS)
+    for key, options in (("cjit", CALLEE_OPTIONS), ("ijit", INLINED_OPTIONS)):
+        ns[key] = (lambda f: f) if interpret else numba.njit(_nrt=False,
+                                                              **{**options, "cache": cache})
     return ns
 
 
@@ -532,12 +536,18 @@ def _on_disk(fn: Callable) -> bool:
 
 
 def _define_units(units: dict[str, UnitSource]) -> dict[str, types.ModuleType]:
-    """Each unit's module by unit name (shared through the cache), not compiled yet."""
+    """Each unit's module by unit name (shared through the cache), not compiled yet.
+
+    A unit's function gets numba's disk cache when it is compiled (:func:`_compiled`),
+    not here: numba finds a function's cache folder by checking that it can create a
+    file in it, a third of the time defining the 226 units of a 1000-block graph took,
+    and a warm start never compiles a unit (``run`` and ``init_all`` hold their code).
+    """
     modules = {}
     for unit in units.values():
         name = f"{unit.name}_{module_digest(unit.source, _functions(unit.namespace))[:12]}"
         modules[unit.name] = load_module(name, unit.source,
-                                          _namespace(unit.namespace, False, name))
+                                          _namespace(unit.namespace, False, name, cache=False))
     return modules
 
 
@@ -709,8 +719,10 @@ def _compile_unit(graph: Graph, unit: UnitSource, module: types.ModuleType) -> C
 
 
 def _compiled(fn: Callable, signature: numba.core.typing.Signature) -> Callable:
-    """``fn`` compiled for ``signature`` only: without reference counting when its
-    kernels allocate nothing (see :mod:`hapflow.jit`), else as a plain ``njit``."""
+    """``fn`` compiled for ``signature`` only (loaded from numba's disk cache if it holds
+    it, else stored there): without reference counting when its kernels allocate nothing
+    (see :mod:`hapflow.jit`), else as a plain ``njit``."""
+    fn.enable_caching()                      # units are defined without (_define_units)
     try:
         fn.compile(signature)
     except numba.core.errors.NumbaError:
