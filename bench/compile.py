@@ -17,7 +17,12 @@ processes:
   exit, 0.15-0.2 s of teardown after a 1000-block graph, is not counted);
   ``numba s`` is the part of it numba spends setting itself up on its first
   compile or cache load (its registries, and scipy.linalg imported for its
-  BLAS check), the same for every graph;
+  BLAS check), the same for every graph; ``build s`` building the graph in
+  Python (the blocks, their wires and their kernels, frozen Kalman steps
+  loaded); ``sim s`` ``Simulation(graph)``: checking, scheduling and laying
+  out the graph, reading its generated source, defining its modules and
+  loading the machine code of ``init_all`` and ``run`` (their first calls);
+  the rest is the interpreter's start, ``import hapflow`` and the tick;
   median of 3 after one unmeasured start, with Python's bytecode cache on
   (``PYTHONDONTWRITEBYTECODE`` removed: compiling hapflow's 60 modules
   from source on every start adds 0.1-0.2 s that an installed package
@@ -104,8 +109,14 @@ def child_warm(family: str, n: int, mode: str) -> dict:
     # it is done first, to be timed apart
     cpu_target.target_context.refresh()
     setup = time.perf_counter() - start
-    hf.Simulation(_graph(family, n), mode=mode).advance(1)
-    return {"first_tick": time.time(), "numba_setup": setup}
+    start = time.perf_counter()
+    graph = _graph(family, n)
+    built = time.perf_counter()
+    sim = hf.Simulation(graph, mode=mode)
+    loaded = time.perf_counter()
+    sim.advance(1)
+    return {"first_tick": time.time(), "numba_setup": setup, "build": built - start,
+            "simulation": loaded - built}
 
 
 def _spawn(kind: str, family: str, n: int, mode: str, cache: str, timeout: float) -> dict | None:
@@ -129,13 +140,14 @@ def measure(family: str, n: int, mode: str, timeout: float, warm: bool) -> dict 
         if row is None or not warm:
             return row
         _spawn("warm", family, n, mode, cache, timeout)    # writes any missing bytecode
-        walls, setups = [], []
+        parts = {"warm": [], "numba_setup": [], "build": [], "simulation": []}
         for _ in range(3):
             start = time.time()
-            warm = _spawn("warm", family, n, mode, cache, timeout)
-            walls.append(warm["first_tick"] - start if warm else float("nan"))
-            setups.append(warm["numba_setup"] if warm else float("nan"))
-        row["warm"], row["numba_setup"] = statistics.median(walls), statistics.median(setups)
+            warm = _spawn("warm", family, n, mode, cache, timeout) or {}
+            parts["warm"].append(warm["first_tick"] - start if warm else float("nan"))
+            for key in ("numba_setup", "build", "simulation"):
+                parts[key].append(warm.get(key, float("nan")))
+        row.update({key: statistics.median(values) for key, values in parts.items()})
         return row
 
 
@@ -163,7 +175,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     head = (f"{'family':<11}{'N':>5}{'mode':>7}{'units':>6}{'check ms':>9}{'cold s':>8}{'exp':>6}"
             f"{'wall s':>7}"
-            f"{'RSS MiB':>8}{'warm s':>7}{'numba s':>8}{'us/tick':>9}{'ns/blk-tick':>12}"
+            f"{'RSS MiB':>8}{'warm s':>7}{'numba s':>8}{'build s':>8}{'sim s':>6}{'us/tick':>9}{'ns/blk-tick':>12}"
             f"{'fused cold s':>13}{'fused RSS':>10}{'fused ns':>9}")
     print(head)
     print("-" * len(head))
@@ -184,6 +196,7 @@ def main() -> None:
                   f"{row['check'] * 1e3:>9.1f}{row['cold']:>8.1f}{_fmt(exp, '.2f'):>6}"
                   f"{row['cold_wall']:>7.1f}"
                   f"{row['rss'] / 2**20:>8.0f}{row['warm']:>7.2f}{row['numba_setup']:>8.2f}"
+                  f"{row['build']:>8.2f}{row['simulation']:>6.2f}"
                   f"{row['tick'] * 1e6:>9.2f}"
                   f"{ns:>12.2f}"
                   f"{_fmt(fused and fused['cold'], '.1f'):>13}"

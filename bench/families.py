@@ -7,6 +7,7 @@ library type, wired at random with delayed feedback and three rates.  Run
 """
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections import Counter
@@ -191,8 +192,9 @@ class _Builder:
         def fits(u: str | None, dim: Any) -> bool:
             return (u is not None or not concrete) and (u is None or want is None or dim == want)
         outputs = self.kinds.get((spec.shape, spec.dtype), [])
-        if after >= 0:
-            return [(b, p, u) for b, p, u, dim, k in outputs if k > after and fits(u, dim)]
+        if after >= 0:          # outputs are in the order of their blocks: skip the earlier
+            first = bisect.bisect_right(outputs, after, key=lambda output: output[4])
+            return [(b, p, u) for b, p, u, dim, _ in outputs[first:] if fits(u, dim)]
         key = (spec.shape, spec.dtype, want, concrete)
         found, seen = self.found.get(key, ([], 0))
         found.extend((b, p, u) for b, p, u, dim, _ in outputs[seen:] if fits(u, dim))
