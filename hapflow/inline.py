@@ -90,13 +90,16 @@ def source(py: Callable) -> str | None:
     ``def`` (a closing ``pass`` or comment compiles to no instruction).
     ``inspect.getsource`` finds the end by tokenising the file from the
     function on: a fifth of what a warm start of a 1000-block graph spent in
-    hapflow.
+    hapflow.  A function whose instructions all sit on its first line (a
+    one-line ``def``; a body of only a docstring or ``...``, whose
+    instructions Python places on the ``def`` or the first decorator) gives no
+    end to go by: ``inspect`` reads it.
     """
     code = getattr(inspect.unwrap(py), "__code__", None)   # as inspect: the wrapped function's
     if code is not None:
         linecache.checkcache(code.co_filename)            # the file may have been edited
         lines = linecache.getlines(code.co_filename)
-        if lines:
+        if lines and _last_line(code) > code.co_firstlineno:
             first, end = code.co_firstlineno - 1, _last_line(code)
             depth = _indent(lines[first])
             while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > depth):

@@ -203,6 +203,13 @@ def docstring_only():
     on two lines."""
 
 
+@numba.njit
+def decorated_docstring_only(
+    x,
+):
+    """Nothing but a docstring."""
+
+
 class Holder:
     @staticmethod
     def method(x):
@@ -251,6 +258,7 @@ def test_source_cuts_what_inspect_reads_from_every_engine_and_block_module(tmp_p
     assert differ == []
     assert source(edge.ends_in_pass).endswith("        pass\n        # a comment of the body\n")
     assert source(edge.docstring_only).endswith('on two lines."""\n')
+    assert source(edge.decorated_docstring_only.py_func).endswith('a docstring."""\n')
 
 
 def test_source_reads_a_file_edited_after_its_first_read(tmp_path):
