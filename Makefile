@@ -20,7 +20,8 @@ run: $(STAMP)
 
 # --dist loadfile: a test file's tests share kernels; spread over both workers, each worker
 # compiled them at the same time (the same files from an empty kernel cache: 212 s CPU with
-# --dist load, 125 s with loadfile)
+# --dist load, 125 s with loadfile).  The files that compile every graph file and every
+# library block run on one worker as one unit of work (tests/conftest.py, SHARED_KERNELS).
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadfile
 

@@ -117,6 +117,29 @@ def pytest_collection_finish(session):
                                 "them with `register=False` (and use registry.registered())")
 
 
+SHARED_KERNELS = frozenset({"test_block_contract.py", "test_codegen.py", "test_lanes.py",
+                            "test_runnable.py"})
+"""Files that compile every library block or every graph file (fused, as units, over lanes):
+one worker runs them one after another, and they share the blocks' helpers and Kalman
+steps in memory.  Spread over both workers, each often compiled the same ones at the same
+time, before the other had stored them in the kernel cache."""
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the files of :data:`SHARED_KERNELS` as one unit of work (xdist's
+    groups, ``--dist loadgroup``, do not work with pytest 9: xdist renames a test's id through
+    an attribute pytest no longer reads)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedKernelsTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "shared kernels" if Path(scope).name in SHARED_KERNELS else scope
+    return SharedKernelsTogether(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """After each test: collect, then freeze what is left alive (numba keeps every compiled
