@@ -125,6 +125,7 @@ steps in memory.  Spread over both workers, each often compiled the same ones at
 time, before the other had stored them in the kernel cache."""
 
 
+@pytest.hookimpl(optionalhook=True)          # known only where xdist is loaded
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the files of :data:`SHARED_KERNELS` as one unit of work (xdist's
     groups, ``--dist loadgroup``, do not work with pytest 9: xdist renames a test's id through
