@@ -259,14 +259,13 @@ class _Module:
                               for part in self.parts)
         name = f"hk_{module_digest(recipe, list(self.bound.values()))[:20]}"
         path = module_path(name)
-        if path.exists():
-            text = path.read_text()
-        else:
-            text = _Bodies(self).source() or self._source(
-                part if isinstance(part, str) else _definition(
-                    _parsed(part.py), part.name, part.renames, part.options)
-                for part in self.parts)
+        text = path.read_text() if path.exists() else _Bodies(self).source() or self._plain()
         return load_module(name, text, {**self.namespace, "__name__": name})
+
+    def _plain(self) -> str:
+        """The module's text without inlined bodies: each function parsed, renamed, printed."""
+        return self._source(part if isinstance(part, str) else _definition(
+            _parsed(part.py), part.name, part.renames, part.options) for part in self.parts)
 
     def _source(self, parts: Iterable[str]) -> str:
         # which function each bound name is: part of the text, so of the module's name

@@ -98,19 +98,27 @@ def source(py: Callable) -> str | None:
     code = getattr(inspect.unwrap(py), "__code__", None)   # as inspect: the wrapped function's
     if code is not None:
         linecache.checkcache(code.co_filename)            # the file may have been edited
-        lines = linecache.getlines(code.co_filename)
-        if lines and _last_line(code) > code.co_firstlineno:
-            first, end = code.co_firstlineno - 1, _last_line(code)
-            depth = _indent(lines[first])
-            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > depth):
-                end += 1
-            while not lines[end - 1].strip():
-                end -= 1
-            return textwrap.dedent("".join(lines[first:end]))
+        text = _cut(linecache.getlines(code.co_filename), code)
+        if text is not None:
+            return text
     try:
         return textwrap.dedent(inspect.getsource(py))
     except (OSError, TypeError):
         return None
+
+
+def _cut(lines: list[str], code: types.CodeType) -> str | None:
+    """The dedented lines of the function of ``code`` in ``lines`` (its file), or None where
+    its line table gives no end (or the file is shorter)."""
+    first, end = code.co_firstlineno - 1, _last_line(code)
+    if end <= first + 1 or end > len(lines):
+        return None
+    depth = _indent(lines[first])
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > depth):
+        end += 1
+    while not lines[end - 1].strip():
+        end -= 1
+    return textwrap.dedent("".join(lines[first:end]))
 
 
 def _last_line(code: types.CodeType) -> int:
