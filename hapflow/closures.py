@@ -159,8 +159,14 @@ class _Def:
 
     def recipe(self) -> str:
         """What the function's text is made from, as text: its source, its name in the
-        module, its renamed captures and its options."""
-        return repr((source(self.py), self.name, sorted(self.renames.items()),
+        module, its renamed captures and its options.
+
+        Raises
+        ------
+        TypeError
+            If the function has no source (it could not be written out either).
+        """
+        return repr((_text(self.py), self.name, sorted(self.renames.items()),
                      sorted(self.options.items())))
 
     def value_of(self, var: str) -> Any:
@@ -402,12 +408,17 @@ def _no_view(arg: Any) -> str:
     raise AssertionError("inlined with expression arguments only")
 
 
-def _parsed(py: types.FunctionType) -> ast.FunctionDef:
-    """The definition of ``py``, parsed from its source."""
+def _text(py: types.FunctionType) -> str:
+    """The source of ``py`` (TypeError if it has none: it cannot be written out)."""
     text = source(py)
     if text is None:
         raise TypeError(f"{py.__qualname__} has no source")
-    node = ast.parse(text).body[0]
+    return text
+
+
+def _parsed(py: types.FunctionType) -> ast.FunctionDef:
+    """The definition of ``py``, parsed from its source."""
+    node = ast.parse(_text(py)).body[0]
     if not isinstance(node, ast.FunctionDef):
         raise TypeError(f"{py.__qualname__} is not defined by a def statement")
     return node

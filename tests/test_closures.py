@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
+from hapflow import closures
 from hapflow.closures import frozen
 from tests.helpers import edit
 
@@ -219,6 +220,20 @@ def test_a_capture_without_exact_text_is_refused():
 
     with pytest.raises(TypeError, match="captures table, a ndarray"):
         frozen(reads)
+
+
+def test_a_closure_without_source_is_refused_before_it_is_named(monkeypatch):
+    """A closure defined by text without a file has nothing to name its module by (and no
+    text to write): refused before a module name is made, so it can never load a module
+    that another such closure's name led to."""
+    def no_module(name):
+        raise AssertionError(f"named {name} without a source")
+    monkeypatch.setattr(closures, "module_path", no_module)
+    namespace = {"njit": njit}
+    exec("def make(k):\n    @njit\n    def scaled(x):\n        return k * x\n"
+         "    return scaled\n", namespace)
+    with pytest.raises(TypeError, match="scaled has no source"):
+        frozen(namespace["make"](2.0))
 
 
 def _summing(scale):
