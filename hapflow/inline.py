@@ -90,10 +90,11 @@ def source(py: Callable) -> str | None:
     ``def`` (a closing ``pass`` or comment compiles to no instruction).
     ``inspect.getsource`` finds the end by tokenising the file from the
     function on: a fifth of what a warm start of a 1000-block graph spent in
-    hapflow.  A function whose instructions all sit on its first line (a
-    one-line ``def``; a body of only a docstring or ``...``, whose
-    instructions Python places on the ``def`` or the first decorator) gives no
-    end to go by: ``inspect`` reads it.
+    hapflow.  ``inspect`` reads a function whose cut is not one definition of
+    it: one whose instructions all sit on its first line (a one-line ``def``;
+    a body of only a docstring or ``...``, whose instructions Python places on
+    the ``def`` or the first decorator), or whose code was moved onto other
+    lines (Hypothesis moves a test's generated wrapper onto the test's).
     """
     code = getattr(inspect.unwrap(py), "__code__", None)   # as inspect: the wrapped function's
     if code is not None:
@@ -109,7 +110,7 @@ def source(py: Callable) -> str | None:
 
 def _cut(lines: list[str], code: types.CodeType) -> str | None:
     """The dedented lines of the function of ``code`` in ``lines`` (its file), or None where
-    its line table gives no end (or the file is shorter)."""
+    its line table gives no end, the file is shorter or the lines are not its definition."""
     first, end = code.co_firstlineno - 1, _last_line(code)
     if end <= first + 1 or end > len(lines):
         return None
@@ -118,7 +119,19 @@ def _cut(lines: list[str], code: types.CodeType) -> str | None:
         end += 1
     while not lines[end - 1].strip():
         end -= 1
+    if not _defines(lines[first:end], depth, code.co_name):
+        return None
     return textwrap.dedent("".join(lines[first:end]))
+
+
+def _defines(lines: list[str], depth: int, name: str) -> bool:
+    """Whether the first line at ``depth`` after the decorators defines function ``name``
+    (lines cut by a moved line table may stop before it)."""
+    for line in lines:
+        text = line.lstrip()
+        if _indent(line) == depth and not text.startswith("@"):
+            return text.startswith((f"def {name}(", f"async def {name}("))
+    return False
 
 
 def _last_line(code: types.CodeType) -> int:

@@ -210,6 +210,16 @@ def decorated_docstring_only(
     """Nothing but a docstring."""
 
 
+def two_lines():
+    return 1
+
+
+@staticmethod
+@staticmethod
+def decorated_twice(x):
+    return x
+
+
 class Holder:
     @staticmethod
     def method(x):
@@ -259,6 +269,13 @@ def test_source_cuts_what_inspect_reads_from_every_engine_and_block_module(tmp_p
     assert source(edge.ends_in_pass).endswith("        pass\n        # a comment of the body\n")
     assert source(edge.docstring_only).endswith('on two lines."""\n')
     assert source(edge.decorated_docstring_only.py_func).endswith('a docstring."""\n')
+    # a line table moved onto another function's decorators (Hypothesis moves its wrapper
+    # of a test onto the test's lines so): cut there, it ends before the ``def``
+    line = EDGE_CASES.splitlines().index("@staticmethod") + 1
+    moved = types.FunctionType(edge.two_lines.__code__.replace(
+        co_firstlineno=line, co_name="decorated_twice"), {})
+    assert source(moved) == _inspected(moved) == "@staticmethod\n@staticmethod\n" \
+        "def decorated_twice(x):\n    return x\n"
 
 
 def test_source_reads_a_file_edited_after_its_first_read(tmp_path):
