@@ -190,11 +190,14 @@ class NewRows:
         self.next = 0                    # the next tick to read
 
     def read(self) -> Rows | None:
-        """The new rows, or None if the loop changed buffers while they were copied (the
-        next call reads them).  Rows the loop wrote over before they were read (a reader
-        held up for a whole buffer) are skipped."""
+        """The new rows, or None if the loop changed buffers while they were copied, or
+        was between the two writes of a change when read (the next call reads them).  Rows
+        the loop wrote over before they were read (a reader held up for a whole buffer)
+        are skipped."""
         v, values = self.view, self.view.status.values
         tick0, rows = int(values[Status.TICK0]), int(values[Status.ROWS])
+        if tick0 + rows < self.next:    # between a switch's two writes: rows 0, the old tick0
+            return None
         size = v.buffers[0].shape[0]
         parts = []
         if self.next < tick0:           # the rest of the buffer before (recordings have two)

@@ -133,6 +133,23 @@ def test_new_rows_across_buffers_and_a_loop_that_moves_on_while_they_are_copied(
     assert every3.read().columns["x"].tolist() == [18, 21]
 
 
+def test_a_reader_between_the_two_writes_of_a_buffer_change_reads_no_row_twice():
+    """A switch writes the new buffer's rows (0), then its first tick: a reader between the
+    two sees the old first tick with no rows (without the check it went back to that tick
+    and read the buffer's rows again; seen once in a full run beside the loop)."""
+    loop = Loop()
+    rows = dashboard.NewRows(loop.view)
+    loop.run_to(3)
+    assert rows.read().ticks.tolist() == [0, 1, 2]
+    loop.run_to(4)                                  # buffer 0 full: the loop goes on in 1
+    values = loop.view.status.values
+    values[Status.TICK0] = 0                        # as between switch()'s two writes
+    assert rows.read() is None
+    values[Status.TICK0] = 4
+    got = rows.read()
+    assert got.ticks.tolist() == got.columns["x"].tolist() == [3] and got.end == 4
+
+
 def _dashboard_process():
     return next(p for p in mp.active_children() if p.name == "hapflow-dashboard")
 
