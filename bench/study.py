@@ -12,9 +12,10 @@ Graphs (all 4 kHz, 1 s per run, one live parameter swept over 1000 values):
 * ``sweep``: the rig graph file ``graphs/colton2005_sweep.yaml`` (swept-sine
   reference, PID + lead-lag, motor with end stops, hardening device with
   friction, encoder, noisy impedance head, 13 signals recorded); the sweep
-  varies ``pid.kp``.  Its run-tick is bound by scalar libm calls (``tanh``
-  of the device friction at every evaluation, the head's Box-Muller noise,
-  the sweep's sin/cos), which no layout vectorises across runs.
+  varies ``pid.kp``.  Its run-tick calls scalar libm functions (``tanh``
+  of the device friction at every evaluation, the sweep's sin/cos) and draws
+  the head's noise by a ziggurat that retries; ``bench/sweep_bounds.py``
+  times its kernels with both made free.
 
 Paths, each a whole ``run_study`` call (design expansion, runs, metrics, the
 resume log and the Parquet table; plots off) in a fresh output folder:
