@@ -23,6 +23,8 @@ processes:
   out the graph, reading its generated source, defining its modules and
   loading the machine code of ``init_all`` and ``run`` (their first calls);
   the rest is the interpreter's start, ``import hapflow`` and the tick;
+  ``file s`` (not part of ``warm s``) reading the same graph from its YAML
+  file (:func:`hapflow.load`), as ``hapflow run`` does in place of ``build s``;
   median of 3 after one unmeasured start, with Python's bytecode cache on
   (``PYTHONDONTWRITEBYTECODE`` removed: compiling hapflow's 60 modules
   from source on every start adds 0.1-0.2 s that an installed package
@@ -100,7 +102,8 @@ def child_cold(family: str, n: int, mode: str) -> dict:
 
 
 def child_warm(family: str, n: int, mode: str) -> dict:
-    """Build the graph, load its kernel from the cache, run one tick; time numba's setup."""
+    """Build the graph, load its kernel from the cache, run one tick; time numba's setup;
+    then time reading the graph from its file."""
     import hapflow as hf
     from numba.core.registry import cpu_target
     start = time.perf_counter()
@@ -115,8 +118,15 @@ def child_warm(family: str, n: int, mode: str) -> dict:
     sim = hf.Simulation(graph, mode=mode)
     loaded = time.perf_counter()
     sim.advance(1)
-    return {"first_tick": time.time(), "numba_setup": setup, "build": built - start,
-            "simulation": loaded - built}
+    first_tick = time.time()
+    with tempfile.TemporaryDirectory() as folder:      # the same graph from its file, after
+        path = os.path.join(folder, "graph.yaml")
+        hf.save(graph, path)
+        opened = time.perf_counter()
+        hf.load(path)
+        from_file = time.perf_counter() - opened
+    return {"first_tick": first_tick, "numba_setup": setup, "build": built - start,
+            "simulation": loaded - built, "file": from_file}
 
 
 def _spawn(kind: str, family: str, n: int, mode: str, cache: str, timeout: float) -> dict | None:
@@ -140,12 +150,12 @@ def measure(family: str, n: int, mode: str, timeout: float, warm: bool) -> dict 
         if row is None or not warm:
             return row
         _spawn("warm", family, n, mode, cache, timeout)    # writes any missing bytecode
-        parts = {"warm": [], "numba_setup": [], "build": [], "simulation": []}
+        parts = {"warm": [], "numba_setup": [], "build": [], "simulation": [], "file": []}
         for _ in range(3):
             start = time.time()
             warm = _spawn("warm", family, n, mode, cache, timeout) or {}
             parts["warm"].append(warm["first_tick"] - start if warm else float("nan"))
-            for key in ("numba_setup", "build", "simulation"):
+            for key in ("numba_setup", "build", "simulation", "file"):
                 parts[key].append(warm.get(key, float("nan")))
         row.update({key: statistics.median(values) for key, values in parts.items()})
         return row
@@ -175,7 +185,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     head = (f"{'family':<11}{'N':>5}{'mode':>7}{'units':>6}{'check ms':>9}{'cold s':>8}{'exp':>6}"
             f"{'wall s':>7}"
-            f"{'RSS MiB':>8}{'warm s':>7}{'numba s':>8}{'build s':>8}{'sim s':>6}{'us/tick':>9}{'ns/blk-tick':>12}"
+            f"{'RSS MiB':>8}{'warm s':>7}{'numba s':>8}{'build s':>8}{'sim s':>6}{'file s':>7}"
+            f"{'us/tick':>9}{'ns/blk-tick':>12}"
             f"{'fused cold s':>13}{'fused RSS':>10}{'fused ns':>9}")
     print(head)
     print("-" * len(head))
@@ -196,7 +207,7 @@ def main() -> None:
                   f"{row['check'] * 1e3:>9.1f}{row['cold']:>8.1f}{_fmt(exp, '.2f'):>6}"
                   f"{row['cold_wall']:>7.1f}"
                   f"{row['rss'] / 2**20:>8.0f}{row['warm']:>7.2f}{row['numba_setup']:>8.2f}"
-                  f"{row['build']:>8.2f}{row['simulation']:>6.2f}"
+                  f"{row['build']:>8.2f}{row['simulation']:>6.2f}{row['file']:>7.2f}"
                   f"{row['tick'] * 1e6:>9.2f}"
                   f"{ns:>12.2f}"
                   f"{_fmt(fused and fused['cold'], '.1f'):>13}"
