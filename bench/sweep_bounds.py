@@ -13,7 +13,7 @@ fresh process with an empty kernel cache:
   hapflow-owned vectorisable ``tanh``/``sin``/``cos`` could at best be;
 * ``no libm, no ziggurat``: the same, and the impedance head's normal draws
   (the ziggurat of :func:`hapflow.rng.normal`, a loop that retries) replaced
-  by one branch-free xorshift draw scaled to a uniform.
+  by one uniform draw (:func:`hapflow.rng.uniform`, branch-free), scaled.
 
 The stand-ins compute wrong values on purpose (the blocks' designs are made
 first, with the real functions); only the times mean something.  For each
@@ -45,18 +45,13 @@ GOAL = 15000.0
 def _stand_in_normal() -> None:
     """:func:`hapflow.rng.normal` replaced (before any block imports it)."""
     import numba
-    import numpy as np
 
     import hapflow.rng
+    from hapflow.rng import uniform
 
     @numba.njit(inline="always")
     def normal(m, k):
-        s = np.uint64(m[k])
-        s ^= s << np.uint64(13)
-        s ^= s >> np.uint64(7)
-        s ^= s << np.uint64(17)
-        m[k] = np.int64(s)
-        return (float(s >> np.uint64(11)) * (1.0 / 9007199254740992.0) - 0.5) * 3.4
+        return (uniform(m, k) - 0.5) * 3.4
 
     hapflow.rng.normal = normal
 
