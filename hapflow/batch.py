@@ -71,6 +71,11 @@ WIDTH = 32
 KEEP_LOG_BYTES = 64 * 2**20
 """A batch keeps its log buffer for the next call up to this size (fresh pages cost a page
 fault each: about 2 ms per 8 MB here)."""
+CACHE_LINE = 64
+"""Bytes of a cache line.  Each run's rows (each group's, in lanes) start on a line of their
+own, so threads on neighbouring runs never write one line: the rig graph's runs each write
+one boolean and one integer of state every tick, and 64 runs' booleans shared a line that
+the two threads then took from each other, at a cost that depends on where the cores sit."""
 PARTS_PER_THREAD = 4
 """The runs of a parallel batch are cut into this many parts per thread (threads that get
 less of a shared processor run fewer parts)."""
@@ -412,6 +417,28 @@ class Records:
 
 
 # ---------------------------------------------------------------- the batch
+def _own_lines(table: np.ndarray) -> np.ndarray:
+    """A copy of ``table`` (one row per run or group) whose rows each start on a cache line
+    and fill whole lines (zeros after the values), so no two rows share a line.
+
+    Parameters
+    ----------
+    table : ndarray, 2-D
+
+    Returns
+    -------
+    ndarray
+        C-contiguous, ``table.shape[0]`` rows of at least ``table.shape[1]`` values.
+    """
+    per_line = CACHE_LINE // table.itemsize
+    width = -(-max(table.shape[1], 1) // per_line) * per_line
+    flat = np.zeros(table.shape[0] * width + per_line, dtype=table.dtype)
+    skip = (-flat.ctypes.data % CACHE_LINE) // table.itemsize
+    out = flat[skip:skip + table.shape[0] * width].reshape(table.shape[0], width)
+    out[:, :table.shape[1]] = table
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def _pool(helpers: int) -> ThreadPoolExecutor:
     """``helpers`` worker threads for batches (created once per process and size)."""
@@ -482,14 +509,15 @@ class Batch:
         runs = rows["f"].shape[0]
         base = float_bases(self.sim.layout)
         if self.layout == "rows":
+            rows = {k: _own_lines(v) for k, v in rows.items()}
             log = self._log((runs, n, self.columns))
             self._call(n, [*(rows[k] for k in ARRAYS[:4]), log, rows["stats"]])
             finite = np.isfinite(rows["f"][:, base["x"]:base["p"]]).all(axis=1)    # x then d
             return Records(self.sim, log, rows["stats"], finite, lanes=False)
         groups = math.ceil(runs / WIDTH)
         pad = np.minimum(np.arange(groups * WIDTH), runs - 1)     # spare lanes repeat a run
-        lanes = {k: np.ascontiguousarray(v[pad].reshape(groups, WIDTH, v.shape[1])
-                                         .transpose(0, 2, 1)).reshape(groups, -1)
+        lanes = {k: _own_lines(v[pad].reshape(groups, WIDTH, v.shape[1])
+                              .transpose(0, 2, 1).reshape(groups, -1))
                  for k, v in rows.items()}
         log = self._log((groups, n * self.columns * WIDTH))
         self._call(n, [*(lanes[k] for k in ARRAYS[:4]), log, lanes["stats"]])

@@ -87,3 +87,24 @@ def test_compile_units_run_in_lanes_bit_identical_to_the_fused_kernel():
     want = Batch(fused, parallel=False, layout="rows").run(settings, [1, 2, 3], 1.0)
     assert want[0].events > 0
     _same_runs(got, want)
+
+
+@pytest.mark.parametrize("layout", ["rows", "lanes"])
+def test_no_two_runs_of_a_batch_write_one_cache_line(layout, monkeypatch):
+    """Every run (every group of lanes) gets rows of its own cache lines in the arrays the
+    kernel writes each tick: the rig graph's one boolean and one integer of state per run
+    put 64 and 8 runs on one line, and two threads took the line from each other."""
+    monkeypatch.setattr(batch, "WIDTH", 2)
+    sim = hf.Simulation(hf.load(ROOT / "graphs" / "colton2005_sweep.yaml"), interpret=True)
+    b = Batch(sim, parallel=False, layout=layout)
+    given, kernel = [], b.kernel
+
+    def spy(n, tick0, F, M, SI, SB, LOG, STATS):
+        given.append((F, M, SI, SB, STATS))
+        return kernel(n, tick0, F, M, SI, SB, LOG, STATS)
+    monkeypatch.setattr(b, "kernel", spy)
+    got = b.run([{}] * 3, [1, 2, 3], 4 / sim.graph.rate)
+    assert given and all(isinstance(r, hf.RunResult) for r in got)
+    for arrays in given:
+        for a in arrays:
+            assert a.ctypes.data % batch.CACHE_LINE == 0 and a.strides[0] % batch.CACHE_LINE == 0
