@@ -372,11 +372,12 @@ class HilRunner:
         # (every compiled kernel's, in a long session or a test process) and the loop
         # allocates nothing it could free
         gc.disable()
-        self.live.start()
-        if on_start is not None:
-            on_start(settings.summary())
         cpu0, wall0 = time.process_time(), time.perf_counter()
         try:
+            self.live.start()
+            if on_start is not None:        # may fail (a print to a closed pipe): the card is
+                on_start(settings.summary())  # still made safe and closed, the file finished
+            cpu0, wall0 = time.process_time(), time.perf_counter()
             loop.run()
         finally:
             try:        # Ctrl-C stays trapped until the file is finished and the memory freed

@@ -310,3 +310,24 @@ def test_the_loop_runs_with_gc_off_and_collects_nothing_before_its_first_tick(tm
         0.05, out=tmp_path / "second.h5", on_start=lambda _: enabled.append(gc.isenabled()))
     assert enabled == [False] and gc.isenabled()
     assert 2 not in collected
+
+
+def test_a_start_callback_that_fails_leaves_the_card_safe_and_the_file_finished(tmp_path):
+    """``on_start`` runs after the real-time settings, the signal traps and gc's pause are
+    in force (the CLI's prints to a closed pipe raise there): all of them are undone, the
+    card is left in its safe state and closed, and the recording says the run failed."""
+    import signal
+    graph = bed()
+    backend = SimDaq(graph, seed=1, paced=False)
+    handler = signal.getsignal(signal.SIGINT)
+
+    def closed_pipe(_):
+        raise BrokenPipeError("stdout is gone")
+    with pytest.raises(BrokenPipeError):
+        HilRunner(graph, backend).run(0.05, out=tmp_path / "run.h5", on_start=closed_pipe)
+    assert backend.rig is None and backend.watchdog is None               # closed, disarmed
+    assert np.array_equal(backend._ao, backend._safe_ao) and np.array_equal(backend._do,
+                                                                             backend._safe_do)
+    assert gc.isenabled() and signal.getsignal(signal.SIGINT) is handler
+    rec = hf.recorder.load(tmp_path / "run.h5")
+    assert rec.attrs["status"] == "error" and rec.time.size == 0
