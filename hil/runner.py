@@ -344,16 +344,12 @@ class HilRunner:
         total = int(round(duration * self.rate))
         self.arm_log = arm(self.backend, self.bindings)
         self.backend.open(self.bindings.channels, self.rate)
-        try:
+        drainer = rec = None
+        try:        # until the loop exists: a failure (a file that cannot be made) closes the card
             self.backend.arm_watchdog(self.policy.watchdog_timeout())
-        except DaqError:
-            self.backend.close()
-            raise
-        # forked before the recorder: its writer finishes the file when the loop dies, seen as
-        # the end of a pipe no other process may hold
-        drainer = SinkDrainer(self.sim, self.record_sinks) if self.record_sinks else None
-        try:
-            rec = None
+            # forked before the recorder: its writer finishes the file when the loop dies,
+            # seen as the end of a pipe no other process may hold
+            drainer = SinkDrainer(self.sim, self.record_sinks) if self.record_sinks else None
             if out is not None:
                 rec = HilRecorder(out, self._signals(), self.rate,
                                   self._attrs(type(self.backend).__name__, duration),
@@ -361,6 +357,9 @@ class HilRunner:
                                   self.card_columns())
             loop = _Loop(self, rec, total, drainer)
         except BaseException:
+            _leave_safe(self.backend)
+            if rec is not None:
+                rec.abandon()
             if drainer is not None:
                 drainer.close("interrupted", 0)
             raise
@@ -454,6 +453,19 @@ def _event_attrs(event: safety.SafetyEvent | None) -> dict[str, Any]:
         return {}
     return dict(safety_kind=event.kind, safety_tick=event.tick, safety_time=event.time,
                 safety_message=event.message)
+
+
+def _leave_safe(backend: Backend) -> None:
+    """Outputs to their safe values, then the card closed (errors ignored: it is the last
+    thing done with it)."""
+    try:
+        backend.safe_state()
+    except DaqError:
+        pass
+    try:
+        backend.close()
+    except DaqError:
+        pass
 
 
 def _trap_signals(flag: np.ndarray) -> dict[int, Any]:
@@ -795,15 +807,8 @@ class _Loop:
                 "overrun": buf.overrun[:n].copy(), "missed": buf.missed[:n].copy()}
 
     def shutdown(self) -> None:
-        """Safe state and close the card (errors ignored: it is the last thing we do)."""
-        try:
-            self.r.backend.safe_state()
-        except DaqError:
-            pass
-        try:
-            self.r.backend.close()
-        except DaqError:
-            pass
+        """Safe state and close the card (:func:`_leave_safe`); the last rows to the file."""
+        _leave_safe(self.r.backend)
         if self.rec is not None:
             self.rec.send(self.which)
 

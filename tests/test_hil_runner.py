@@ -331,3 +331,16 @@ def test_a_start_callback_that_fails_leaves_the_card_safe_and_the_file_finished(
     assert gc.isenabled() and signal.getsignal(signal.SIGINT) is handler
     rec = hf.recorder.load(tmp_path / "run.h5")
     assert rec.attrs["status"] == "error" and rec.time.size == 0
+
+
+def test_a_recording_that_cannot_be_made_leaves_the_card_safe_and_closed(tmp_path):
+    """The card is opened and its watchdog armed before the recorder starts: a file that
+    cannot be created must not leave it open (it was, until the process exited)."""
+    graph = bed()
+    backend = SimDaq(graph, seed=1, paced=False)
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(hf.HapflowError, match="cannot record to"):
+        HilRunner(graph, backend).run(0.05, out=tmp_path / "a_file" / "run.h5")
+    assert backend.rig is None and backend.watchdog is None
+    assert np.array_equal(backend._ao, backend._safe_ao) and np.array_equal(backend._do,
+                                                                             backend._safe_do)
