@@ -1,5 +1,6 @@
 """The real-time runner: I/O path against --mode sim, timing record, safety stops per fault and limit."""
 import gc
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -316,7 +317,6 @@ def test_a_start_callback_that_fails_leaves_the_card_safe_and_the_file_finished(
     """``on_start`` runs after the real-time settings, the signal traps and gc's pause are
     in force (the CLI's prints to a closed pipe raise there): all of them are undone, the
     card is left in its safe state and closed, and the recording says the run failed."""
-    import signal
     graph = bed()
     backend = SimDaq(graph, seed=1, paced=False)
     handler = signal.getsignal(signal.SIGINT)
@@ -325,9 +325,7 @@ def test_a_start_callback_that_fails_leaves_the_card_safe_and_the_file_finished(
         raise BrokenPipeError("stdout is gone")
     with pytest.raises(BrokenPipeError):
         HilRunner(graph, backend).run(0.05, out=tmp_path / "run.h5", on_start=closed_pipe)
-    assert backend.rig is None and backend.watchdog is None               # closed, disarmed
-    assert np.array_equal(backend._ao, backend._safe_ao) and np.array_equal(backend._do,
-                                                                             backend._safe_do)
+    assert _left_safe_and_closed(backend)
     assert gc.isenabled() and signal.getsignal(signal.SIGINT) is handler
     rec = hf.recorder.load(tmp_path / "run.h5")
     assert rec.attrs["status"] == "error" and rec.time.size == 0
@@ -341,6 +339,12 @@ def test_a_recording_that_cannot_be_made_leaves_the_card_safe_and_closed(tmp_pat
     (tmp_path / "a_file").write_text("")
     with pytest.raises(hf.HapflowError, match="cannot record to"):
         HilRunner(graph, backend).run(0.05, out=tmp_path / "a_file" / "run.h5")
-    assert backend.rig is None and backend.watchdog is None
-    assert np.array_equal(backend._ao, backend._safe_ao) and np.array_equal(backend._do,
-                                                                             backend._safe_do)
+    assert _left_safe_and_closed(backend)
+
+
+def _left_safe_and_closed(backend: SimDaq) -> bool:
+    """The simulated card's outputs at their safe values, the card closed, its watchdog
+    disarmed."""
+    return (backend.rig is None and backend.watchdog is None
+            and np.array_equal(backend._ao, backend._safe_ao)
+            and np.array_equal(backend._do, backend._safe_do))
