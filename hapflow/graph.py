@@ -26,8 +26,9 @@ import graphlib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
+from . import registry
 from .block import Block, Origin
 from .errors import GraphError, Where, suggest, valid_list
 from .units import UnitError, dimension
@@ -529,10 +530,12 @@ class Checked:
 
 
 def construct(type_name: str, cls: type[Block] | None, values: dict[str, Any], block: str,
-              where: Where, param_where: dict[str, Where] | None = None,
-              known: Iterable[str] = ()) -> Block:
-    """Build a block from its type name and parameter values, with located errors."""
+              where: Where, param_where: dict[str, Where] | None = None) -> Block:
+    """Build a block from its type name and parameter values, with located errors (an
+    unknown type names the known ones: read from every installed distribution's entry
+    points, so only then)."""
     if cls is None:
+        known = registry.names()
         raise GraphError(f"unknown block type {type_name!r} for block {block!r}"
                          f"{suggest(type_name, known)} Known types: {valid_list(known)}",
                          where, block=block)

@@ -366,7 +366,7 @@ def _blocks(r: Reader, graph: Graph, node: yaml.Node) -> None:
         if cls is not None:
             values = graph_relative(values, cls, r.file)
         block = construct(type_name, cls, values, name, param_where.get("type", where),
-                          param_where, registry.names() if cls is None else ())
+                          param_where)
         try:
             graph.add(name, block, rate=fields.get("rate"), offset=fields.get("tick_offset", 0),
                       where=where)
