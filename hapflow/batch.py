@@ -423,19 +423,22 @@ def _own_lines(table: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    table : ndarray, 2-D
+    table : ndarray
+        Rows on the first axis; a row is the rest in C order (a strided view is copied
+        once, straight into place).
 
     Returns
     -------
     ndarray
-        C-contiguous, ``table.shape[0]`` rows of at least ``table.shape[1]`` values.
+        2-D, C-contiguous: ``table.shape[0]`` rows of at least the values of one.
     """
+    rows, values = table.shape[0], math.prod(table.shape[1:])
     per_line = CACHE_LINE // table.itemsize
-    width = -(-max(table.shape[1], 1) // per_line) * per_line
-    flat = np.zeros(table.shape[0] * width + per_line, dtype=table.dtype)
+    width = -(-max(values, 1) // per_line) * per_line
+    flat = np.zeros(rows * width + per_line, dtype=table.dtype)
     skip = (-flat.ctypes.data % CACHE_LINE) // table.itemsize
-    out = flat[skip:skip + table.shape[0] * width].reshape(table.shape[0], width)
-    out[:, :table.shape[1]] = table
+    out = flat[skip:skip + rows * width].reshape(rows, width)
+    out[:, :values].reshape(table.shape, copy=False)[...] = table
     return out
 
 
@@ -516,8 +519,7 @@ class Batch:
             return Records(self.sim, log, rows["stats"], finite, lanes=False)
         groups = math.ceil(runs / WIDTH)
         pad = np.minimum(np.arange(groups * WIDTH), runs - 1)     # spare lanes repeat a run
-        lanes = {k: _own_lines(v[pad].reshape(groups, WIDTH, v.shape[1])
-                              .transpose(0, 2, 1).reshape(groups, -1))
+        lanes = {k: _own_lines(v[pad].reshape(groups, WIDTH, v.shape[1]).transpose(0, 2, 1))
                  for k, v in rows.items()}
         log = self._log((groups, n * self.columns * WIDTH))
         self._call(n, [*(lanes[k] for k in ARRAYS[:4]), log, lanes["stats"]])
