@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from hapflow import kmath
 from hapflow.block import Block, ParamError
 from hapflow.jit import njit
 from hapflow.names import Derived
@@ -29,7 +30,7 @@ def _pid_law(d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc):
         vf = p[PID.vel_pole] * d[PID_D.vel] + p[PID.vel_gain] * (meas_pos - d[PID_D.last_pos])
     else:
         vf = 0.0
-    friction = p[PID.friction_ff] * math.tanh(ref_vel / p[PID.friction_smooth_vel])
+    friction = p[PID.friction_ff] * kmath.tanh(ref_vel / p[PID.friction_smooth_vel])
     vel_error, acc_error = ref_vel - vf, ref_acc - meas_acc
     w = e                                      # the integrator input
     integral = d[PID_D.integral] + p[PID.int_now] * w

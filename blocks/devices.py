@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from hapflow import kmath
 from hapflow.block import Block, ParamError
 from hapflow.jit import njit
 from hapflow.names import Derived
@@ -57,7 +58,7 @@ def _spring_force(x, p):
 @njit
 def _device_force(x, v, p):
     """Spring + damper + smoothed Coulomb friction (N) at position x (m), velocity v (m/s)."""
-    friction = p[SPRING.friction] * math.tanh(v / p[SPRING.friction_vel])
+    friction = p[SPRING.friction] * kmath.tanh(v / p[SPRING.friction_vel])
     return _spring_force(x, p) + p[SPRING.damping] * v + friction
 
 
@@ -277,7 +278,7 @@ SPRING, SPRING_X = HardeningSpringDevice.P, HardeningSpringDevice.X   # offsets 
 @njit
 def _switch_static(x2, p):
     """Position-dependent force (N, towards -x) on the mechanism: spring + detent + stop spring."""
-    f = p[SWITCH.spring] * x2 + p[SWITCH.detent_force] * math.sin(p[SWITCH.detent_w] * x2)
+    f = p[SWITCH.spring] * x2 + p[SWITCH.detent_force] * kmath.sin(p[SWITCH.detent_w] * x2)
     if x2 > p[SWITCH.stop_pos]:
         f += p[SWITCH.stop_stiffness] * (x2 - p[SWITCH.stop_pos])
     elif x2 < -p[SWITCH.stop_pos]:
@@ -288,9 +289,9 @@ def _switch_static(x2, p):
 @njit
 def _switch_mech(x2, v2, p):
     """Total reaction (N, towards -x) of the mechanism at x2 (m), v2 (m/s)."""
-    detent = p[SWITCH.detent_force] * math.sin(p[SWITCH.detent_w] * x2)
+    detent = p[SWITCH.detent_force] * kmath.sin(p[SWITCH.detent_w] * x2)
     f = p[SWITCH.spring] * x2 + detent + p[SWITCH.damping] * v2
-    th = math.tanh(v2 / p[SWITCH.friction_vel])
+    th = kmath.tanh(v2 / p[SWITCH.friction_vel])
     f += p[SWITCH.friction_pos] * th if v2 > 0.0 else p[SWITCH.friction_neg] * th
     xs, ks, cs = p[SWITCH.stop_pos], p[SWITCH.stop_stiffness], p[SWITCH.stop_damping]
     if x2 > xs:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from hapflow import kmath
 from hapflow.block import Block, ParamError
 from hapflow.jit import njit
 from hapflow.names import Derived
@@ -40,12 +41,12 @@ def sweep(t, f0, f1, T, log):
         f = f0 + k * tau
         df = k
     else:
-        r = math.log(f1 / f0) / T
+        r = kmath.log(f1 / f0) / T
         if r != 0.0:
-            phase = 2.0 * math.pi * f0 * math.expm1(r * tau) / r
+            phase = 2.0 * math.pi * f0 * kmath.expm1(r * tau) / r
         else:
             phase = 2.0 * math.pi * f0 * tau
-        f = f0 * math.exp(r * tau)
+        f = f0 * kmath.exp(r * tau)
         df = f * r
     if t > T:
         phase += 2.0 * math.pi * f1 * (t - T)
@@ -129,8 +130,8 @@ class Sine(Block):
     @njit
     def output(t, x, d, m, p, y, dy, ddy):
         a, w = p[SINE.amplitude], p[SINE.omega]
-        s = math.sin(w * t + p[SINE.phase])
-        c = math.cos(w * t + p[SINE.phase])
+        s = kmath.sin(w * t + p[SINE.phase])
+        c = kmath.cos(w * t + p[SINE.phase])
         y[0] = p[SINE.offset] + a * s
         dy[0] = a * w * c
         ddy[0] = -a * w * w * s
@@ -170,8 +171,8 @@ class Chirp(Block):
         phase, f, df = sweep(t, p[CHIRP.f_start], p[CHIRP.f_end], p[CHIRP.sweep_time],
                              p[CHIRP.log] != 0.0)
         w = 2.0 * math.pi * f
-        s = math.sin(phase)
-        c = math.cos(phase)
+        s = kmath.sin(phase)
+        c = kmath.cos(phase)
         y[0] = a * s
         dy[0] = a * w * c
         ddy[0] = -a * w * w * s + a * 2.0 * math.pi * df * c
@@ -193,14 +194,14 @@ def _fade_envelope(t, fade, t_end):
     c = math.pi / fade
     w, dw, ddw = 1.0, 0.0, 0.0
     if t < fade:
-        w = 0.5 * (1.0 - math.cos(c * t))
-        dw = 0.5 * c * math.sin(c * t)
-        ddw = 0.5 * c * c * math.cos(c * t)
+        w = 0.5 * (1.0 - kmath.cos(c * t))
+        dw = 0.5 * c * kmath.sin(c * t)
+        ddw = 0.5 * c * c * kmath.cos(c * t)
     if t_end > 0.0 and t_end - t < fade:
         u = t_end - t
-        wo = 0.5 * (1.0 - math.cos(c * u))
-        dwo = -0.5 * c * math.sin(c * u)
-        ddwo = 0.5 * c * c * math.cos(c * u)
+        wo = 0.5 * (1.0 - kmath.cos(c * u))
+        dwo = -0.5 * c * kmath.sin(c * u)
+        ddwo = 0.5 * c * c * kmath.cos(c * u)
         ddw = ddw * wo + 2.0 * dw * dwo + w * ddwo      # product rule (fade-in x fade-out)
         dw = dw * wo + w * dwo
         w = w * wo
@@ -282,8 +283,8 @@ class SweptSine(Block):
         w, dw, ddw = _fade_envelope(t, fade, T)
         wp = 2.0 * math.pi * f
         wpp = 2.0 * math.pi * df
-        s = math.sin(phi + p[SWEPT.phase])
-        c = math.cos(phi + p[SWEPT.phase])
+        s = kmath.sin(phi + p[SWEPT.phase])
+        c = kmath.cos(phi + p[SWEPT.phase])
         pos[0] = p[SWEPT.center] + a * w * s
         vel[0] = a * (dw * s + w * wp * c)
         acc[0] = a * (ddw * s + 2.0 * dw * wp * c + w * (wpp * c - wp * wp * s))
@@ -379,8 +380,8 @@ class Multisine(Block):
         ddy = 0.0
         for k in range(n):
             a, w = p[amp + k], p[omega + k]
-            s = math.sin(w * t + p[phase + k])
-            c = math.cos(w * t + p[phase + k])
+            s = kmath.sin(w * t + p[phase + k])
+            c = kmath.cos(w * t + p[phase + k])
             y += a * s
             dy += a * w * c
             ddy -= a * w * w * s
