@@ -14,8 +14,8 @@ earlier result::
     c8_fd = g__device_force(f[1], f[2], v_f_57_69)   ->   c8_fd = c6_fd
 
 A helper is *pure* when its Python source stores into no subscript or
-attribute and calls only ``math`` functions, a few builtins and other pure
-helpers (:func:`is_pure`); the same arguments then give the same bits, so
+attribute and calls only ``math`` or :mod:`hapflow.kmath` functions, a few
+builtins and other pure helpers (:func:`is_pure`); the same arguments then give the same bits, so
 compiled and interpreted runs are unchanged.  A reuse is valid while no
 statement in between may have changed what the call reads: the names in
 its arguments, the array elements it indexes, the ranges of the views it
@@ -37,6 +37,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import kmath
 from .inline import source
 
 _PURE_BUILTINS = frozenset({"min", "max", "abs", "float", "int", "bool", "len", "range"})
@@ -46,9 +47,9 @@ def is_pure(fn: Callable) -> bool:
     """Whether ``fn`` (a numba dispatcher or a function) only computes from its arguments.
 
     Its source stores into no subscript or attribute, declares no global or
-    nonlocal, defines no function, and calls only ``math`` functions,
-    ``min``/``max``/``abs``/``float``/``int``/``bool``/``len``/``range`` and
-    other pure functions.
+    nonlocal, defines no function, and calls only ``math`` and
+    :mod:`hapflow.kmath` functions, ``min``/``max``/``abs``/``float``/``int``/
+    ``bool``/``len``/``range`` and other pure functions.
     """
     py = getattr(fn, "py_func", fn)
     text = source(py)
@@ -81,12 +82,16 @@ def _pure_callee(func: ast.expr, names: dict) -> bool:
 
 
 def _pure_name(namespace: dict, name: str) -> bool:
-    """Whether ``name`` (or ``alias.fn``) calls a pure function in ``namespace``."""
+    """Whether ``name`` (or ``alias.fn``) calls a pure function in ``namespace``: one of
+    ``math`` or :mod:`hapflow.kmath` (whose bit reinterpretations the source test
+    would not recognise), or one whose source passes :func:`is_pure`."""
     if "." in name:
-        return namespace.get(name.split(".", 1)[0]) is math
+        return any(namespace.get(name.split(".", 1)[0]) is module for module in (math, kmath))
     if name not in namespace:
         return name in _PURE_BUILTINS
     value = namespace[name]
+    if getattr(getattr(value, "py_func", value), "__module__", None) == kmath.__name__:
+        return True
     return (hasattr(value, "py_func") or inspect.isfunction(value)) and is_pure(value)
 
 
