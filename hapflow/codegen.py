@@ -115,6 +115,9 @@ RUN_ARRAYS = frozenset({"f", "m", "si", "sb", "log", "stats"})
 POINTED_ARRAYS = ("f", "m", "si")
 """The numeric run arrays a generated function indexes through a pointer
 (:mod:`hapflow.elements`) when it does nothing else with them."""
+LANE_ARRAYS = ("F", "M", "SI", "LOG", "STATS")
+"""The same for a group's arrays in ``run_lanes``: its lanes' views are then strided
+pointer views, without the atomic reference counts that kept the loop over lanes scalar."""
 
 
 class _Source:
@@ -834,15 +837,20 @@ class Generator:
 
         def at(name: str) -> str:
             return f"F[{int(name[2:]) * w} + r]"
+        lane = [f"{name} = {at(name)}" for name in loads] + body + \
+            [f"{at(name)} = {name}" for name in stores]
+        if finals:                   # computed afresh every tick: the last tick's values only
+            lane += ["if k == n_ticks - 1:", *[f"    {at(name)} = {name}" for name in finals]]
         src = _Source()
         src.emit(0, "", "", "@jit", "def run_lanes(n_ticks, tick0, F, M, SI, SB, LOG, STATS):")
+        # the lane count as one the compiler cannot see (F holds at least the solver's work
+        # space for each lane): with a constant it unrolls a short tick's loop over the
+        # lanes whole, and leaves the copies scalar
+        src.emit(1, f"n_lanes = min(F.size, {w})")
+        src.emit(1, *element_prologue(lane, LANE_ARRAYS))
         src.emit(1, "for k in range(n_ticks):")
-        src.emit(2, f"for r in range({w}):")
-        src.emit(3, *[f"{name} = {at(name)}" for name in loads], *body,
-                 *[f"{at(name)} = {name}" for name in stores])
-        if finals:                   # computed afresh every tick: the last tick's values only
-            src.emit(3, "if k == n_ticks - 1:")
-            src.emit(4, *[f"{at(name)} = {name}" for name in finals])
+        src.emit(2, "for r in range(n_lanes):")
+        src.emit(3, *lane)
         src.emit(1, "return 0", "", "")
         src.emit(0, "@jit", "def run_blocks(n_ticks, tick0, F, M, SI, SB, LOG, STATS):")
         src.emit(1, "for b in range(F.shape[0]):")
@@ -851,9 +859,9 @@ class Generator:
         return src.lines
 
 
-def element_prologue(lines: list[str]) -> list[str]:
-    """``f = elements(f)`` for each of :data:`POINTED_ARRAYS` that the function body
-    ``lines`` (at depth 0) indexes and never uses otherwise.
+def element_prologue(lines: list[str], names: tuple[str, ...] = POINTED_ARRAYS) -> list[str]:
+    """``f = elements(f)`` for each of ``names`` that the function body ``lines``
+    (at depth 0) indexes and never uses otherwise.
 
     An array passed whole (to a phase function or a unit) stays an array: its
     callee is compiled for the array type."""
@@ -863,7 +871,7 @@ def element_prologue(lines: list[str]) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (indexed if id(node) in bases else other).add(node.id)
-    return [f"{name} = elements({name})" for name in POINTED_ARRAYS
+    return [f"{name} = elements({name})" for name in names
             if name in indexed and name not in other]
 
 

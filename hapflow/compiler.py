@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -392,8 +393,38 @@ def compile_lanes(program: Program, width: int) -> Callable:
         generated = generator(first.address.reached).build()
     if program.interpreted:
         return _interpreted(generated, f"{program.checked.graph.name} lanes")["run_blocks"]
-    module, _ = _loaded(program.checked, generated, ("run_blocks",))
+    _let_lanes_vectorise()
+    namespace = {name: _inlined(value) if name.startswith("g_") else value
+                 for name, value in generated.namespace.items()}
+    module, _ = _loaded(program.checked, dataclasses.replace(generated, namespace=namespace),
+                        ("run_blocks",))
     return module.run_blocks
+
+
+LANE_MEMORY_CHECKS = 1000
+"""Run-time overlap checks LLVM's loop vectoriser may add to one loop (its default is 8).
+
+A lanes tick reads and writes five pointers (``F``, ``M``, ``SI``, ``LOG``, ``STATS``) and
+the booleans ``SB``, which could overlap for all the compiler knows; the rig graph's tick
+needs more checks than the default, and stayed scalar.  The checks run once per tick of a
+group, before the loop over its lanes."""
+
+
+@functools.cache
+def _let_lanes_vectorise() -> None:
+    """Raise LLVM's limit of overlap checks for the loops compiled from now on (a global
+    option of LLVM: it only lets more loops run in SIMD registers, same results)."""
+    import llvmlite.binding
+    llvmlite.binding.set_option("hapflow", f"-runtime-memory-check-threshold={LANE_MEMORY_CHECKS}")
+
+
+def _inlined(value: object) -> object:
+    """A helper (a compiled function the kernels call) as LLVM inlines it: in the lanes
+    kernel, a call that stays a call keeps the loop over the lanes scalar."""
+    if not isinstance(value, Dispatcher) or value.targetoptions.get("forceinline"):
+        return value
+    options = {k: v for k, v in value.targetoptions.items() if k != "nopython"}  # njit's own
+    return numba.njit(**options, forceinline=True)(value.py_func)
 
 
 def _interpreted(generated: Generated, title: str) -> dict:

@@ -42,7 +42,8 @@ def elements(typingctx, array):
 
     ``elements(a)[i]`` reads and writes ``a[i]`` for ``0 <= i < a.size`` (no
     bounds check, no wrap-around); ``elements(a)[lo:hi]`` is the view
-    ``a[lo:hi]`` for ``0 <= lo <= hi <= a.size``.  The array must outlive the
+    ``a[lo:hi]`` for ``0 <= lo <= hi <= a.size``, ``elements(a)[lo:hi:step]``
+    the view ``a[lo:hi:step]`` for ``step > 0``.  The array must outlive the
     pointer: generated code takes it from its own argument.
     """
     if not (isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C"
@@ -58,26 +59,35 @@ def elements(typingctx, array):
 @type_callable(operator.getitem)
 def _type_view(context):
     def typer(pointer, span):
-        if isinstance(pointer, types.CPointer) and isinstance(span, types.SliceType) \
-                and span.members == 2:
-            return types.Array(pointer.dtype, 1, "C")
+        if isinstance(pointer, types.CPointer) and isinstance(span, types.SliceType):
+            return types.Array(pointer.dtype, 1, "C" if span.members == 2 else "A")
         return None
     return typer
 
 
 @lower_builtin(operator.getitem, types.CPointer, types.SliceType)
 def _view(context, builder, signature, args):
-    """``pointer[lo:hi]``: the array of the ``hi - lo`` elements from ``pointer + lo``,
-    built in place as numba's ``carray`` builds one (an overload calling ``carray``
-    would return a new array, which code compiled without reference counting may not)."""
+    """``pointer[lo:hi]``: the array of the ``hi - lo`` elements from ``pointer + lo``;
+    ``pointer[lo:hi:step]`` (``step > 0``): every ``step``-th of them, as a strided array.
+
+    Built in place as numba's ``carray`` builds one (an overload calling ``carray``
+    would return a new array, which code compiled without reference counting may not),
+    without a reference to count: the batched kernel makes a lane's strided views in
+    every tick, and the atomic counts of array views kept its lane loop scalar."""
     pointer, span = args
     array_type = signature.return_type
     span = context.make_helper(builder, signature.args[1], span)
     array = context.make_array(array_type)(context, builder)
     itemsize = context.get_constant(
         types.intp, context.get_abi_sizeof(context.get_data_type(array_type.dtype)))
+    length = builder.sub(span.stop, span.start)
+    stride = itemsize
+    if signature.args[1].members == 3:
+        one = context.get_constant(types.intp, 1)
+        length = builder.sdiv(builder.add(length, builder.sub(span.step, one)), span.step)
+        stride = builder.mul(span.step, itemsize)
     context.populate_array(array, data=builder.gep(pointer, [span.start]),
-                           shape=cgutils.pack_array(builder, [builder.sub(span.stop, span.start)]),
-                           strides=cgutils.pack_array(builder, [itemsize]),
+                           shape=cgutils.pack_array(builder, [length]),
+                           strides=cgutils.pack_array(builder, [stride]),
                            itemsize=itemsize, meminfo=None)
     return impl_ret_borrowed(context, builder, array_type, array._getvalue())

@@ -27,6 +27,25 @@ def test_pointer_elements_and_views_read_and_write_the_arrays_themselves():
     assert m.tolist() == [42, 21, 5]
 
 
+@numba.njit
+def _strided(f, lane, width):
+    f = elements(f)
+    view = f[2 * width + lane:5 * width + lane:width]
+    view[1] = -1.0                     # element 3 of the lane
+    return view.size, view[0], view[2]
+
+
+@pytest.mark.parametrize("lane", [0, 1, 3])
+def test_strided_pointer_views_are_the_numpy_views(lane):
+    """A lane's view of interleaved arrays (element i of lane r at i * width + r)."""
+    f = np.arange(40.0)
+    want = f.copy()
+    view = want[2 * 4 + lane:5 * 4 + lane:4]
+    view[1] = -1.0
+    assert _strided(f, lane, 4) == (view.size, view[0], view[2])
+    assert np.array_equal(f, want)
+
+
 @pytest.mark.parametrize("array", [np.zeros(3, dtype=np.bool_), np.zeros((2, 2))])
 def test_elements_refuses_arrays_a_pointer_would_misread(array):
     @numba.njit
