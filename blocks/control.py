@@ -18,7 +18,8 @@ def _unsaturated(p, e, integral, vel_error, ref_acc, friction, acc_error):
             + p[PID.mass_ff] * ref_acc + friction + p[PID.ka_used] * acc_error)
 
 
-@njit
+# inlined (LLVM): with kmath's code inside, past LLVM's own size limit for inlining
+@njit(forceinline=True)
 def _pid_law(d, m, p, ref_pos, ref_vel, ref_acc, meas_pos, meas_acc):
     """Control law from the current inputs and the discrete state: the saturated force (N).
 

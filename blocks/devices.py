@@ -55,7 +55,8 @@ def _spring_force(x, p):
             - _assembly_force(d0 - x, kser, ks, xt, xh, kh))
 
 
-@njit
+# inlined (LLVM): with kmath's code inside, past LLVM's own size limit for inlining
+@njit(forceinline=True)
 def _device_force(x, v, p):
     """Spring + damper + smoothed Coulomb friction (N) at position x (m), velocity v (m/s)."""
     friction = p[SPRING.friction] * kmath.tanh(v / p[SPRING.friction_vel])

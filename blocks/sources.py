@@ -27,7 +27,8 @@ def _unit_outputs(block: Block, derivatives: bool) -> None:
                                    depends="state", doc="second time derivative")
 
 
-@njit
+# inlined (LLVM): with kmath's code inside, past LLVM's own size limit for inlining
+@njit(forceinline=True)
 def sweep(t, f0, f1, T, log):
     """Phase (rad), frequency (Hz) and its rate (Hz/s) of a sweep from ``f0`` to ``f1``.
 
@@ -178,7 +179,8 @@ class Chirp(Block):
         ddy[0] = -a * w * w * s + a * 2.0 * math.pi * df * c
 
 
-@njit
+# inlined (LLVM): with kmath's code inside, past LLVM's own size limit for inlining
+@njit(forceinline=True)
 def _fade_envelope(t, fade, t_end):
     """Raised-cosine envelope ``w`` and its derivatives ``w', w''`` at time ``t``.
 

@@ -402,7 +402,8 @@ def compile_lanes(program: Program, width: int) -> Callable:
 
 
 LANE_MEMORY_CHECKS = 1000
-"""Run-time overlap checks LLVM's loop vectoriser may add to one loop (its default is 8).
+"""Run-time overlap checks LLVM's loop vectoriser may add to one loop, and may merge
+(its defaults are 8 and 100).
 
 A lanes tick reads and writes five pointers (``F``, ``M``, ``SI``, ``LOG``, ``STATS``) and
 the booleans ``SB``, which could overlap for all the compiler knows; the rig graph's tick
@@ -415,7 +416,8 @@ def _let_lanes_vectorise() -> None:
     """Raise LLVM's limit of overlap checks for the loops compiled from now on (a global
     option of LLVM: it only lets more loops run in SIMD registers, same results)."""
     import llvmlite.binding
-    llvmlite.binding.set_option("hapflow", f"-runtime-memory-check-threshold={LANE_MEMORY_CHECKS}")
+    for option in ("runtime-memory-check-threshold", "memory-check-merge-threshold"):
+        llvmlite.binding.set_option("hapflow", f"-{option}={LANE_MEMORY_CHECKS}")
 
 
 def _inlined(value: object) -> object:

@@ -253,12 +253,12 @@ def _reduce(x):
     r = t - w
     w = fn * PIO2_2T - ((t - r) - w)
     y0 = r - w
-    t3 = r
-    w3 = fn * PIO2_3
-    r3 = t3 - w3
-    w3 = fn * PIO2_3T - ((t3 - r3) - w3)
     if ((float_bits(x) >> 52) & 0x7ff) - ((float_bits(y0) >> 52) & 0x7ff) > 49:
-        r, w, y0 = r3, w3, r3 - w3
+        t = r
+        w = fn * PIO2_3
+        r = t - w
+        w = fn * PIO2_3T - ((t - r) - w)
+        y0 = r - w
     return int(fn), y0, (r - y0) - w
 
 
@@ -288,9 +288,7 @@ def sin(x):
     """Sine of ``x`` (radians)."""
     finite = abs(x) < TRIG_LIMIT
     n, y0, y1 = _reduce(x if finite else 0.0)
-    s = _sin_kernel(y0, y1)
-    c = _cos_kernel(y0, y1)
-    v = c if n & 1 else s
+    v = _cos_kernel(y0, y1) if n & 1 else _sin_kernel(y0, y1)
     if not finite:
         return x + x if x != x else NAN
     return -v if n & 2 else v
@@ -301,9 +299,7 @@ def cos(x):
     """Cosine of ``x`` (radians)."""
     finite = abs(x) < TRIG_LIMIT
     n, y0, y1 = _reduce(x if finite else 0.0)
-    s = _sin_kernel(y0, y1)
-    c = _cos_kernel(y0, y1)
-    v = s if n & 1 else c
+    v = _sin_kernel(y0, y1) if n & 1 else _cos_kernel(y0, y1)
     if not finite:
         return x + x if x != x else NAN
     return -v if (n + 1) & 2 else v
@@ -313,14 +309,18 @@ def cos(x):
 def tanh(x):
     """Hyperbolic tangent: Cephes' rational below 0.625, else ``1 - 2 / (exp(2|x|) + 1)``
     (the algorithm and coefficients of Go's ``math.Tanh``): one ``exp``, no ``expm1``,
-    whose six ways to finish would all run in each lane."""
-    z = min(abs(x), 22.0)                    # beyond 22, 1 - 2 / (e^2z + 1) rounds to 1
-    s = x * x
-    small = x + x * s * ((TANH_P0 * s + TANH_P1) * s + TANH_P2) / (((s + TANH_Q0) * s + TANH_Q1) * s
-                                                                   + TANH_Q2)
-    big = 1.0 - 2.0 / (exp(2.0 * z) + 1.0)
-    if x != x or x == 0.0:
-        return x + x if x != x else x
+    whose six ways to finish would all run in each lane.
+
+    Branches, not selects: one run takes only its own (from 22 on, ``+-1`` at once, as
+    a friction law far from zero velocity asks every tick); lanes take all of them."""
+    z = abs(x)
+    if z >= 22.0:                            # 1 - 2 / (e^44 + 1) rounds to 1
+        return 1.0 if x > 0.0 else -1.0
     if z < 0.625:
-        return small
-    return big if x > 0.0 else -big
+        if x == 0.0:
+            return x
+        s = x * x
+        return x + x * s * ((TANH_P0 * s + TANH_P1) * s + TANH_P2) / (((s + TANH_Q0) * s
+                                                                       + TANH_Q1) * s + TANH_Q2)
+    r = 1.0 - 2.0 / (exp(2.0 * z) + 1.0)      # NaN stays NaN here
+    return r if x > 0.0 else -r

@@ -108,7 +108,7 @@ def normal_quantile(p):
     return (_horner(r, a) * sign) / _horner(r, b)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)   # in the kernel: a call per draw cost more than the draw
 def normal(m, k):
     """Standard normal number from stream ``m[k]`` (advances it once).
 

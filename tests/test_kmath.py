@@ -142,7 +142,9 @@ def test_a_loop_over_lanes_runs_in_simd_registers_with_the_scalar_bits():
     scalar = np.array([kmath.sin.py_func(v) + kmath.cos.py_func(v) + kmath.tanh.py_func(v)
                        + kmath.exp.py_func(v) + kmath.expm1.py_func(v)
                        + kmath.log.py_func(abs(v)) for v in x.tolist()])
-    assert np.array_equal(out.view(np.int64), scalar.view(np.int64))
+    nan = np.isnan(scalar)                   # a NaN's sign is no value: the compiler may
+    assert np.array_equal(np.isnan(out), nan)  # swap the operands of a sum of NaNs
+    assert np.array_equal(out[~nan].view(np.int64), scalar[~nan].view(np.int64))
 
 
 def test_bits_round_trip():
