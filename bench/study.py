@@ -12,10 +12,12 @@ Graphs (all 4 kHz, 1 s per run, one live parameter swept over 1000 values):
 * ``sweep``: the rig graph file ``graphs/colton2005_sweep.yaml`` (swept-sine
   reference, PID + lead-lag, motor with end stops, hardening device with
   friction, encoder, noisy impedance head, 13 signals recorded); the sweep
-  varies ``pid.kp``.  Its run-tick calls scalar libm functions (``tanh``
-  of the device friction at every evaluation, the sweep's sin/cos) and draws
-  the head's noise by a ziggurat that retries; ``bench/sweep_bounds.py``
-  times its kernels with both made free.
+  varies ``pid.kp``.  Its tick calls :mod:`hapflow.kmath` (``tanh`` of
+  the device friction at every evaluation, the sweep's and the fade's sin
+  and cos) and draws the head's noise by the normal quantile of one uniform
+  draw (:func:`hapflow.rng.normal`): the lanes kernel runs its lanes in SIMD
+  registers with every branch of those taken as selects in each lane.
+  ``bench/sweep_bounds.py`` times its kernels with both made free.
 
 Paths, each a whole ``run_study`` call (design expansion, runs, metrics, the
 resume log and the Parquet table; plots off) in a fresh output folder:
@@ -35,14 +37,6 @@ resume log and the Parquet table; plots off) in a fresh output folder:
   (``lanes`` or ``rows``) its timing trial picked;
 * ``rows kernel``, ``lanes kernel``: the batched kernel of each layout
   alone on 1000 prepared runs: the ceiling of the batched path.
-* ``libm floor /T`` (``sweep`` only): the scalar libm calls of those runs'
-  ticks alone (:func:`libm_floor`), their time split evenly over numba's
-  ``T`` threads: what no batched path that keeps the single runs' bits can
-  beat.  glibc's vector functions (``libmvec``) would compute several lanes
-  per call, but not with the bits of the scalar ones, and numba's LLVM from
-  PyPI does not call SVML; so the issue 12 goal of 15 000 sim s/s on the
-  rig graph, above this floor on this machine, is not reachable with
-  batched runs that equal single runs bit for bit.
 
 For the small graph the batched study is also timed stage by stage (the
 table after the main one).  Each figure is the median of ``--repeats`` runs
@@ -184,39 +178,6 @@ def kernel_only(study, runs: int) -> dict[str, tuple[float, float] | str]:
     return out
 
 
-def libm_floor(runs: int) -> tuple[float, float]:
-    """Seconds (wall, CPU) of the scalar libm calls alone that ``runs`` 1 s runs of the
-    ``sweep`` graph make, on one thread: per 4 kHz tick the sweep's ``sin`` and ``cos``,
-    the fade-in's ``cos`` and ``sin`` (its second ``cos`` of the same angle is the same
-    value), the device friction's ``tanh`` at each of the four RK4 evaluations, and the
-    encoder's and the two ADCs' ``floor``.  Each call's argument depends on the last
-    result, so the calls cannot overlap or fold away; what a tick adds to them (the
-    arithmetic, the noise draws, the loads and stores) is left out, so this bounds from
-    below what any layout that keeps the single runs' bits (the same glibc functions, one
-    value at a time) spends."""
-    import math
-    import numba
-
-    @numba.njit
-    def calls(ticks: int) -> float:
-        acc = 0.0
-        for i in range(ticks):
-            t = (i % 4000) / 4000.0 + acc * 1e-300
-            phase = 2.0 * math.pi * (t + 1.5 * t * t)
-            s, c = math.sin(phase), math.cos(phase)
-            w = math.cos(math.pi * t) + math.sin(math.pi * t)
-            v = 0.1 * s + 1e-3 * w
-            for stage in range(4):
-                acc += math.tanh((v + stage * 1e-4) / 0.01)
-            acc += math.floor(s * 2e5) + math.floor(c * 1e5) + math.floor(w * 3e4)
-        return acc
-
-    calls(10)
-    start = clock()
-    calls(4000 * runs)
-    return since(start)
-
-
 STAGES = (("expand the design", "hapflow.study.runner", None, "expand"),
           ("cut into jobs", "hapflow.study.runner", None, "jobs"),
           ("fill the runs' arrays", "hapflow.batch", "Filler", "fill"),
@@ -298,11 +259,6 @@ def main() -> int:
                 if graph == "small":
                     stages = stage_times(on, folder, args.repeats)
                 kernels = [kernel_only(on, args.runs) for _ in range(args.repeats)]
-                if graph == "sweep":
-                    floors = [libm_floor(args.runs) for _ in range(args.repeats)]
-                    threads = numba.config.NUMBA_NUM_THREADS
-                    rows.append((graph, f"libm floor /{threads}", [f[0] / threads for f in floors],
-                                 statistics.median(f[1] for f in floors)))
                 for name in kernels[0]:
                     if name != "layout":
                         label = f"Batch.run {kernels[0]['layout']}" if name == "Batch.run" else name

@@ -1,28 +1,28 @@
-"""What the rig graph's batched kernels could reach if its math cost nothing.
+"""What the rig graph's batched kernels could reach if their math cost nothing.
 
 Issue 12 asks >= 15 000 simulated s per wall s for a batched study of
 ``graphs/colton2005_sweep.yaml`` (1 s runs) while batched runs stay
 bit-identical to single runs.  ``bench/study.py`` times the kernels as they
-are and the scalar libm calls alone; this script asks the converse: how fast
-would the same kernels run with those calls gone.  Each variant runs in a
-fresh process with an empty kernel cache:
+are; this script asks how fast the same kernels would run with their
+elementary functions and their noise made (nearly) free.  Each variant runs
+in a fresh process with an empty kernel cache:
 
 * ``as built``: the graph's kernels as hapflow compiles them;
-* ``no libm``: ``math.tanh``, ``math.sin`` and ``math.cos`` replaced, for
-  numba, by a few multiplications and a division each (inlined), as a
-  hapflow-owned vectorisable ``tanh``/``sin``/``cos`` could at best be;
-* ``no libm, no ziggurat``: the same, and the impedance head's normal draws
-  (the ziggurat of :func:`hapflow.rng.normal`, a loop that retries) replaced
-  by one uniform draw (:func:`hapflow.rng.uniform`, branch-free), scaled.
+* ``free math``: :mod:`hapflow.kmath`'s ``tanh``, ``sin`` and ``cos``
+  replaced by a few inlined multiplications and a division each;
+* ``free math, free noise``: the same, and the impedance head's normal draws
+  (:func:`hapflow.rng.normal`, the normal quantile of a uniform draw: a
+  logarithm, a square root and a rational function) replaced by one uniform
+  draw (:func:`hapflow.rng.uniform`), scaled.
 
 The stand-ins compute wrong values on purpose (the blocks' designs are made
 first, with the real functions); only the times mean something.  For each
 variant: the single-run kernel per tick (``Simulation.advance``), and the
 batched ``rows`` and ``lanes`` kernels alone on ``--runs`` prepared runs
 over numba's threads, in simulated s per wall s; median of ``--repeats``.
-If ``lanes`` stays near ``rows`` with every libm call and every retry loop
-gone, the lanes kernel is not running its lanes in SIMD registers, and no
-math library alone brings the rig graph to the goal.
+The lanes kernel takes every branch of these functions in every lane (as
+selects): the gap between ``as built`` and the free variants is what they
+cost there.
 
 Usage: ``python bench/sweep_bounds.py [--runs 512] [--repeats 3]``.  Exits 0
 whatever the figures (a benchmark, not a test).
@@ -38,7 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-VARIANTS = {"as built": (), "no libm": ("libm",), "no libm, no ziggurat": ("libm", "normal")}
+VARIANTS = {"as built": (), "free math": ("math",), "free math, free noise": ("math", "normal")}
 GOAL = 15000.0
 
 
@@ -56,11 +56,12 @@ def _stand_in_normal() -> None:
     hapflow.rng.normal = normal
 
 
-def _stand_in_libm() -> None:
-    """``math.tanh``, ``sin`` and ``cos`` replaced for the kernels compiled from now on."""
-    import math
-
+def _stand_in_math() -> None:
+    """:mod:`hapflow.kmath`'s ``tanh``, ``sin`` and ``cos`` replaced for the kernels compiled
+    from now on (the blocks name them through the module)."""
     import numba
+
+    from hapflow import kmath
 
     @numba.njit(inline="always")
     def tanh(x):
@@ -75,13 +76,11 @@ def _stand_in_libm() -> None:
     def cos(x):
         return 1.0 - 0.5 * x * x
 
-    math.tanh, math.sin, math.cos = tanh, sin, cos
+    kmath.tanh, kmath.sin, kmath.cos = tanh, sin, cos
 
 
 def child(which: tuple[str, ...], runs: int, repeats: int) -> dict[str, float]:
     """Medians of the kernels of one variant, in this process."""
-    from numba.core.registry import cpu_target
-    cpu_target.target_context.refresh()        # numba's math registry: the real functions
     if "normal" in which:
         _stand_in_normal()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -89,8 +88,8 @@ def child(which: tuple[str, ...], runs: int, repeats: int) -> dict[str, float]:
     on = study.load(Path(tempfile.mkdtemp()), "sweep", "on", runs)
     for node in on.graph.nodes.values():       # designs made with the real functions
         node.block.packed()
-    if "libm" in which:
-        _stand_in_libm()
+    if "math" in which:
+        _stand_in_math()
     timed = [study.kernel_only(on, runs) for _ in range(repeats)]
     tick = statistics.median(t["single kernel/tick"][0] for t in timed)
     out = {"single ns/tick": tick * 1e9, "single sim-s/s": 1.0 / (tick * 4000.0)}

@@ -10,12 +10,16 @@ both kernels of a graph:
     a group of ``width`` runs keeps its arrays flat and interleaved:
     element ``i`` of lane ``r`` is ``F[i * width + r]``, a view is the
     strided slice ``F[a * width + r:b * width + r:width]``.  Each tick runs
-    over the lanes (``for r in range(width)``).  In fused code an element of
+    over the lanes (``for r in range(n_lanes)``).  In fused code an element of
     ``f`` at a constant offset that no view and no computed index reaches
     becomes a local ``f_<i>`` instead (a *register*): loaded from ``F`` when
     the tick may read it before writing it (:func:`carried`), stored back
-    when written.  With constant offsets and a constant lane count the
-    compiler can prove the lanes independent and run them in SIMD registers.
+    when written.  With constant offsets the compiler can prove the lanes
+    independent and run them in SIMD registers, when nothing in the tick
+    stops it: :mod:`hapflow.compiler` inlines the helpers, the arrays are
+    pointers (:mod:`hapflow.elements`, views without reference counts), the
+    kernels' math is :mod:`hapflow.kmath`'s and their noise has no retry
+    loop (:func:`hapflow.rng.normal`).
 
 Which elements views and computed indices reach is known only once the
 whole kernel is written, so the lanes kernel is written twice: a first

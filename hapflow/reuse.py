@@ -63,9 +63,10 @@ def is_pure(fn: Callable) -> bool:
     if not isinstance(root, ast.FunctionDef):
         return False
     names = getattr(py, "__globals__", {})
-    for node in ast.walk(root):
-        if node is not root and isinstance(node, (ast.FunctionDef, ast.Lambda, ast.Global,
-                                                  ast.Nonlocal, ast.Yield, ast.ClassDef)):
+    body = ast.Module(body=root.body, type_ignores=[])        # not its decorators' calls
+    for node in ast.walk(body):
+        if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.Global, ast.Nonlocal,
+                             ast.Yield, ast.ClassDef)):
             return False
         if isinstance(node, (ast.Subscript, ast.Attribute)) and \
                 not isinstance(node.ctx, ast.Load):

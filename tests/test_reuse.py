@@ -5,6 +5,7 @@ import numpy as np
 from numba import njit
 
 import hapflow as hf
+from hapflow import kmath
 from hapflow.reuse import is_pure, pure_names, reuse_calls
 
 
@@ -27,6 +28,11 @@ def draw(state):
 @njit
 def force_and_count(x, p):
     return force(x, 0.0, p) + draw(p)
+
+
+@njit(forceinline=True)              # a decorator's own call is no call of the function
+def inlined_force(x, v, p):
+    return p[0] * x + kmath.tanh(v) + _spring(x)
 
 
 NAMESPACE = {"g_force": force, "g_math": math, "g_draw": draw}
@@ -62,7 +68,7 @@ for k in range(10):
 
 
 def test_purity_follows_the_helpers_a_function_calls():
-    assert is_pure(force) and is_pure(_spring)
+    assert is_pure(force) and is_pure(_spring) and is_pure(inlined_force)
     assert not is_pure(draw)                       # writes its argument
     assert not is_pure(force_and_count)            # calls an impure helper
 
