@@ -837,7 +837,8 @@ class Generator:
 
         def at(name: str) -> str:
             return f"F[{int(name[2:]) * w} + r]"
-        lane = [f"{name} = {at(name)}" for name in loads] + body + \
+        lane = [f"{name} = {at(name)}" for name in loads] + \
+            reuse_calls(body, pure_names(self.globals), frozenset(Lanes.arrays.values())) + \
             [f"{at(name)} = {name}" for name in stores]
         if finals:                   # computed afresh every tick: the last tick's values only
             lane += ["if k == n_ticks - 1:", *[f"    {at(name)} = {name}" for name in finals]]
