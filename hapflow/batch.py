@@ -66,8 +66,8 @@ from .simulation import RunResult, Simulation, checked_pack
 ARRAYS = ("f", "m", "si", "sb", "stats")
 """Run-time arrays, in the kernel's argument order (log aside)."""
 WIDTH = 32
-"""Lanes per group in the ``lanes`` layout (a constant trip count the compiler vectorises;
-32 measured fastest against 8, 16, 64 and 128 for the small RK4 testbed)."""
+"""Lanes per group in the ``lanes`` layout (32 measured fastest against 8, 16, 64 and 128 for
+the small RK4 testbed)."""
 KEEP_LOG_BYTES = 64 * 2**20
 """A batch keeps its log buffer for the next call up to this size (fresh pages cost a page
 fault each: about 2 ms per 8 MB here)."""
@@ -462,7 +462,9 @@ class Batch:
     layout : {'auto', 'lanes', 'rows'}
         ``auto``: a short timing trial of both layouts picks the faster
         (results are bit-identical either way); ``rows`` for an interpreted
-        graph.
+        graph.  The lanes kernel is compiled for the parameters that are zero
+        in all the runs it is given (:meth:`_lanes_kernel`), once for each
+        such set (and kept in the kernel cache).
 
     Attributes
     ----------
@@ -481,11 +483,12 @@ class Batch:
         self.columns = sim.layout.sizes["log"]
         self.threads = numba.get_num_threads() if parallel else 1
         self._buffer = np.empty(0)
-        kernels = {}
+        self._lanes: dict[tuple[tuple[int, float], ...], Callable] = {}
+        kernels: dict[str, Callable | None] = {}
         if layout != "lanes":
             kernels["rows"] = compile_batch(sim.program, parallel=False)
         if layout != "rows":
-            kernels["lanes"] = compile_lanes(sim.program, WIDTH)
+            kernels["lanes"] = None                   # one per set of zero parameters
         a = sim.arrays
         one = {key: a[key][None, :].copy() for key in ARRAYS}
         for item in kernels.items():                   # compile now (or load from the cache)
@@ -507,6 +510,25 @@ class Batch:
             walls.append(_time.perf_counter() - start)
         return min(walls)
 
+    def _lanes_kernel(self, f: np.ndarray) -> Callable:
+        """The lanes kernel for runs whose float buffers are the rows of ``f``: one that reads
+        each parameter that is zero (with one sign) in all of them as a literal zero.
+
+        A zero parameter most often switches a part of a block off (a drift, a
+        damper, a logarithmic sweep), behind an ``if`` that a single run skips;
+        the lanes run every branch of their tick as selects, so without the
+        literal they compute the part for nothing.  Keyed by which parameters are
+        zero, not by every value the runs share: studies that vary a different
+        parameter of the same graph share the kernel."""
+        base = float_bases(self.sim.layout)
+        params = f[:, base["p"]:base["sf"]]
+        same = (params.view(np.int64) == params[:1].view(np.int64)).all(axis=0)
+        zero = np.flatnonzero(same & (params[0] == 0.0))
+        key = tuple((base["p"] + int(i), float(params[0, i])) for i in zero)
+        if key not in self._lanes:
+            self._lanes[key] = compile_lanes(self.sim.program, WIDTH, dict(key))
+        return self._lanes[key]
+
     def _advance(self, rows: dict[str, np.ndarray], n: int) -> Records:
         """Run ``n`` ticks from tick 0 on ``rows`` (one row per run)."""
         runs = rows["f"].shape[0]
@@ -517,6 +539,7 @@ class Batch:
             self._call(n, [*(rows[k] for k in ARRAYS[:4]), log, rows["stats"]])
             finite = np.isfinite(rows["f"][:, base["x"]:base["p"]]).all(axis=1)    # x then d
             return Records(self.sim, log, rows["stats"], finite, lanes=False)
+        self.kernel = self._lanes_kernel(rows["f"])
         groups = math.ceil(runs / WIDTH)
         pad = np.minimum(np.arange(groups * WIDTH), runs - 1)     # spare lanes repeat a run
         lanes = {k: _own_lines(v[pad].reshape(groups, WIDTH, v.shape[1]).transpose(0, 2, 1))

@@ -239,13 +239,16 @@ class Generator:
     memory : set of int, optional
         With ``lanes``: the elements of ``f`` that views and computed indices
         reach (:attr:`hapflow.lanes.Lanes.reached` of a first pass).
+    constants : dict of int to float, optional
+        With ``lanes``: elements of ``f`` with one value in every run (see
+        :class:`hapflow.lanes.Lanes`).
     """
 
     def __init__(self, checked: Checked, schedule: Schedule, layout: Layout, inline: bool = True,
                  mode: str = "fused", unit_lines: int = 120, lanes: int = 0,
-                 memory: set[int] | None = None):
-        self.address = Lanes(lanes, layout.sizes["log"], mode == "fused", memory) if lanes \
-            else Flat()
+                 memory: set[int] | None = None, constants: dict[int, float] | None = None):
+        self.address = Lanes(lanes, layout.sizes["log"], mode == "fused", memory, constants) \
+            if lanes else Flat()
         self.inline = inline
         self.mode = mode
         self.unit_lines = unit_lines

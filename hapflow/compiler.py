@@ -375,18 +375,21 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
                    module.init_all, False, generated.units, generated.mode, inline, cached)
 
 
-def compile_lanes(program: Program, width: int) -> Callable:
+def compile_lanes(program: Program, width: int,
+                  constants: dict[int, float] | None = None) -> Callable:
     """The graph's kernel over groups of ``width`` runs, from the same phases and sites.
 
     Returns ``run_blocks(n_ticks, tick0, F, M, SI, SB, LOG, STATS)``: each
     array has one row per group, element ``i`` of lane ``r`` at ``i * width
     + r`` (see :mod:`hapflow.lanes`; ``LOG`` rows hold ``ticks * columns *
     width`` values).  Compiled like the graph's own kernel (same mode, units
-    shared through the cache), or interpreted when the program is.
+    shared through the cache), or interpreted when the program is.  Elements
+    of ``f`` in ``constants`` are read as those values (fused code): the
+    kernel may only run groups that hold them in every lane.
     """
     def generator(memory: set[int] | None) -> Generator:
         return Generator(program.checked, program.schedule, program.layout, program.inline,
-                         program.mode, lanes=width, memory=memory)
+                         program.mode, lanes=width, memory=memory, constants=constants)
     first = generator(None)
     generated = first.build()
     if program.mode == "fused":              # again, with what views reach kept in memory

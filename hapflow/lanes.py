@@ -66,16 +66,20 @@ class Lanes(Flat):
     memory : set of int, optional
         Elements of ``f`` a view or a computed index reaches (they stay in
         ``F``); None records them in :attr:`reached` instead.
+    constants : dict of int to float, optional
+        Elements of ``f`` that hold this value in every lane of every group
+        the kernel will run (fused code): read as a literal.
     """
 
     arrays = {"f": "F", "m": "M", "si": "SI", "sb": "SB", "log": "LOG", "stats": "STATS"}
 
     def __init__(self, width: int, columns: int, registers: bool,
-                 memory: set[int] | None = None):
+                 memory: set[int] | None = None, constants: dict[int, float] | None = None):
         self.width = width
         self.columns = columns
         self.registers = registers
         self.memory = memory
+        self.constants = constants if registers and constants else {}
         self.reached: set[int] = set()
 
     def _lane(self, index: ast.expr) -> ast.expr:
@@ -94,6 +98,8 @@ class Lanes(Flat):
     def element(self, array: str, start: int, size: int, index: ast.expr,
                 ctx: ast.expr_context) -> ast.expr:
         if isinstance(index, ast.Constant):
+            if array == "f" and isinstance(ctx, ast.Load) and index.value in self.constants:
+                return ast.Constant(self.constants[index.value])
             if array == "f" and self.registers and \
                     (self.memory is None or index.value not in self.memory):
                 return ast.Name(f"f_{index.value}", ctx)

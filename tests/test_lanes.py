@@ -1,6 +1,7 @@
 """The lanes kernel (hapflow/lanes.py, Generator with ``lanes``): every graph runs over lanes
 with the bits of its single runs, including helpers on views, events and compile units."""
 import ast
+import math
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,15 @@ def test_registers_are_loaded_when_a_tick_reads_them_first():
     assert loads == ["f_1", "f_2", "f_5", "f_6", "f_7", "f_8", "f_9"]
     assert stores == ["f_5", "f_6", "f_7", "f_8"]       # carried and written: every tick
     assert finals == ["f_3", "f_10"]                     # computed afresh: after the last tick
+
+
+def test_constant_elements_are_read_as_literals_and_written_as_ever():
+    lanes = Lanes(4, 3, registers=True, memory=set(), constants={9: -0.0})
+    read = lanes.element("f", 9, 1, ast.Constant(9), ast.Load())
+    assert isinstance(read, ast.Constant) and math.copysign(1.0, read.value) == -1.0
+    assert ast.unparse(lanes.element("f", 9, 1, ast.Constant(9), ast.Store())) == "f_9"
+    units = Lanes(4, 3, registers=False, constants={9: 0.0})   # units are shared: no literals
+    assert ast.unparse(units.element("f", 9, 1, ast.Constant(9), ast.Load())) == "F[36 + r]"
 
 
 def test_lane_addressing_keeps_what_views_reach_in_memory():
@@ -62,10 +72,15 @@ def test_every_graph_file_runs_in_lanes_bit_identical_to_its_rows(path, monkeypa
     _same_runs(lanes, rows)
 
 
-def test_helpers_on_views_run_compiled_in_lanes_bit_identical_to_single_runs():
+@pytest.mark.parametrize("drift", ["zero in every run", "zero in every other run"])
+def test_helpers_on_views_run_compiled_in_lanes_bit_identical_to_single_runs(drift):
+    """The head's drift is zero in every run of the graph file: the kernel reads it as a
+    literal zero (and skips the drift's draws in every lane); where runs differ it may not."""
     path = ROOT / "graphs" / "colton2005_sweep.yaml"       # helpers take parameter views
     sim = hf.Simulation(hf.load(path))
-    settings = [{"pid.kp": 30000.0 + 1000.0 * j, "head.force_noise": 0.01 * j}
+    every_other = drift == "zero in every other run"
+    settings = [{"pid.kp": 30000.0 + 1000.0 * j, "head.force_noise": 0.01 * j,
+                 "head.force_drift": 0.05 * (j % 2) if every_other else 0.0}
                 for j in range(batch.WIDTH + 2)]
     seeds = list(range(len(settings)))
     got = Batch(sim, parallel=False, layout="lanes").run(settings, seeds, 0.05)
@@ -97,12 +112,12 @@ def test_no_two_runs_of_a_batch_write_one_cache_line(layout, monkeypatch):
     monkeypatch.setattr(batch, "WIDTH", 2)
     sim = hf.Simulation(hf.load(ROOT / "graphs" / "colton2005_sweep.yaml"), interpret=True)
     b = Batch(sim, parallel=False, layout=layout)
-    given, kernel = [], b.kernel
+    given, call = [], b._call
 
-    def spy(n, tick0, F, M, SI, SB, LOG, STATS):
-        given.append((F, M, SI, SB, STATS))
-        return kernel(n, tick0, F, M, SI, SB, LOG, STATS)
-    monkeypatch.setattr(b, "kernel", spy)
+    def spy(n, arrays):                             # F, M, SI, SB, LOG, STATS
+        given.append(arrays[:4] + arrays[5:])
+        return call(n, arrays)
+    monkeypatch.setattr(b, "_call", spy)
     got = b.run([{}] * 3, [1, 2, 3], 4 / sim.graph.rate)
     assert given and all(isinstance(r, hf.RunResult) for r in got)
     for arrays in given:
