@@ -1,8 +1,7 @@
 """Rotary machines: a brushed DC motor with a gearbox, and the loads it turns (SI units)."""
 from __future__ import annotations
 
-import math
-
+from hapflow import kmath
 from hapflow.block import Block, ParamError
 from hapflow.jit import njit
 from hapflow.names import Derived
@@ -110,7 +109,7 @@ class DCMotor(Block):
         dx[MOTOR_X.current] = (voltage[0] - p[MOTOR.resistance] * i - p[MOTOR.emf] * w) \
             / p[MOTOR.inductance]
         dx[MOTOR_X.angle] = w
-        friction = p[MOTOR.coulomb] * math.tanh(p[MOTOR.gear_ratio] * w / p[MOTOR.friction_speed])
+        friction = p[MOTOR.coulomb] * kmath.tanh(p[MOTOR.gear_ratio] * w / p[MOTOR.friction_speed])
         dx[MOTOR_X.speed] = (p[MOTOR.drive] * i - p[MOTOR.viscous] * w - friction
                              - load_torque[0]) / p[MOTOR.inertia_eq]
 
@@ -160,8 +159,8 @@ class RotaryLoad(Block):
     def output(t, x, d, m, p, angle, speed, torque):
         a, w = angle[0], speed[0]
         torque[0] = (p[LOAD.stiffness] * (a - p[LOAD.rest_angle]) + p[LOAD.damping] * w
-                     + p[LOAD.friction] * math.tanh(w / p[LOAD.friction_speed])
-                     + p[LOAD.gravity_torque] * math.sin(a))
+                     + p[LOAD.friction] * kmath.tanh(w / p[LOAD.friction_speed])
+                     + p[LOAD.gravity_torque] * kmath.sin(a))
 
 
 MOTOR, MOTOR_X, LOAD = DCMotor.P, DCMotor.X, RotaryLoad.P     # offsets by name
