@@ -397,8 +397,7 @@ def compile_lanes(program: Program, width: int,
     if program.interpreted:
         return _interpreted(generated, f"{program.checked.graph.name} lanes")["run_blocks"]
     _let_lanes_vectorise()
-    namespace = {name: _inlined(value) if name.startswith("g_") else value
-                 for name, value in generated.namespace.items()}
+    namespace = {name: _inlined(value) for name, value in generated.namespace.items()}
     module, _ = _loaded(program.checked, dataclasses.replace(generated, namespace=namespace),
                         ("run_blocks",))
     return module.run_blocks
@@ -424,8 +423,9 @@ def _let_lanes_vectorise() -> None:
 
 
 def _inlined(value: object) -> object:
-    """A helper (a compiled function the kernels call) as LLVM inlines it: in the lanes
-    kernel, a call that stays a call keeps the loop over the lanes scalar."""
+    """A compiled function the kernel calls (a helper, a kernel called on views) as LLVM
+    inlines it, anything else as it is: in the lanes kernel, a call that stays a call
+    keeps the loop over the lanes scalar."""
     if not isinstance(value, Dispatcher) or value.targetoptions.get("forceinline"):
         return value
     options = {k: v for k, v in value.targetoptions.items() if k != "nopython"}  # njit's own

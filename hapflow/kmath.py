@@ -58,26 +58,22 @@ def bits_float(i: int) -> float:
     return struct.unpack("<d", struct.pack("<q", i))[0]
 
 
-@intrinsic
-def _float_bits(typingctx, x):
-    if not isinstance(x, types.Float):
-        return None
+def _bitcast(name: str, accepts: type, via: types.Type, result: types.Type, target: ir.Type):
+    """An intrinsic that gives the bits of its argument (a number of the kind ``accepts``,
+    cast to ``via``) as a ``result``."""
+    def typer(typingctx, value):
+        if not isinstance(value, accepts):
+            return None
 
-    def codegen(context, builder, signature, args):
-        value = context.cast(builder, args[0], x, types.float64)
-        return builder.bitcast(value, ir.IntType(64))
-    return types.int64(x), codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(context.cast(builder, args[0], value, via), target)
+        return result(value), codegen
+    typer.__name__ = name
+    return intrinsic(typer)
 
 
-@intrinsic
-def _bits_float(typingctx, i):
-    if not isinstance(i, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        value = context.cast(builder, args[0], i, types.int64)
-        return builder.bitcast(value, ir.DoubleType())
-    return types.float64(i), codegen
+_float_bits = _bitcast("_float_bits", types.Float, types.float64, types.int64, ir.IntType(64))
+_bits_float = _bitcast("_bits_float", types.Integer, types.int64, types.float64, ir.DoubleType())
 
 
 @overload(float_bits, inline="always")
@@ -284,25 +280,28 @@ def _cos_kernel(x, y):
 
 
 @njit(**INLINE)
-def sin(x):
-    """Sine of ``x`` (radians)."""
+def _sine(x, quarter):
+    """``sin(x + quarter pi/2)`` for ``quarter`` 0 (sine) or 1 (cosine): the quadrant of
+    the reduced argument, shifted, picks the kernel and the sign."""
     finite = abs(x) < TRIG_LIMIT
     n, y0, y1 = _reduce(x if finite else 0.0)
-    v = _cos_kernel(y0, y1) if n & 1 else _sin_kernel(y0, y1)
+    q = n + quarter
+    v = _cos_kernel(y0, y1) if q & 1 else _sin_kernel(y0, y1)
     if not finite:
         return x + x if x != x else NAN
-    return -v if n & 2 else v
+    return -v if q & 2 else v
+
+
+@njit(**INLINE)
+def sin(x):
+    """Sine of ``x`` (radians)."""
+    return _sine(x, 0)
 
 
 @njit(**INLINE)
 def cos(x):
     """Cosine of ``x`` (radians)."""
-    finite = abs(x) < TRIG_LIMIT
-    n, y0, y1 = _reduce(x if finite else 0.0)
-    v = _sin_kernel(y0, y1) if n & 1 else _cos_kernel(y0, y1)
-    if not finite:
-        return x + x if x != x else NAN
-    return -v if (n + 1) & 2 else v
+    return _sine(x, 1)
 
 
 @njit(**INLINE)
