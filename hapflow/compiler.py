@@ -402,8 +402,9 @@ def compile_lanes(program: Program, width: int,
                         ("run_blocks",))
     t = numba.types
     rows = (t.float64, t.int64, t.int64, t.boolean, t.float64, t.int64)     # F .. STATS
-    with _vector_width(width):
-        module.run_blocks.compile((t.int64, t.int64, *(kind[:, ::1] for kind in rows)))
+    with _vector_width(width):          # run_lanes alone: see _vector_width
+        module.run_lanes.compile((t.int64, t.int64, *(kind[::1] for kind in rows)))
+    module.run_blocks.compile((t.int64, t.int64, *(kind[:, ::1] for kind in rows)))
     return module.run_blocks
 
 
@@ -436,7 +437,9 @@ def _vector_width(width: int) -> Iterator[None]:
     (a logarithm, a square root, a division) that one register's worth of lanes
     leaves waiting; the whole group at once gives the processor independent work.
     Measured on the rig graph's kernel (one thread, the same kernel with the width
-    forced): 8 lanes per step 54.7-55.2 ns per lane-tick, 16: 43.3-43.5, 32: 39.4."""
+    forced): 8 lanes per step 54.7-55.2 ns per lane-tick, 16: 43.3-43.5, 32: 39.4.
+    Only ``run_lanes`` compiles inside: LLVM reports on stderr every loop it was told
+    to widen and could not (the loop over the groups calls ``run_lanes``)."""
     import llvmlite.binding
     llvmlite.binding.set_option("hapflow", f"-force-vector-width={width}")
     try:
