@@ -74,23 +74,22 @@ def main() -> int:
     print(f"{'function':8s} {'range':>22s} {'kmath ulp':>10s} {'libm ulp':>9s} "
           f"{'chain ns (kmath/libm)':>22s} {'array ns (kmath/libm)':>22s}")
     for name, ranges in RANGES.items():
-        ours, libm = getattr(kmath, name), getattr(math, name)
-        timed = []
-        for f in (ours, libm):
-            chain, over = _kernels(f)
-            a = rng.uniform(*ranges[0], 1_000_000) if name != "log" else rng.uniform(0.5, 2.0, 10**6)
-            out = np.empty_like(a)
-            timed.append((_median_ns(lambda: chain(CHAIN_START[name], 10**6), 10**6, args.repeats),
-                          _median_ns(lambda: over(a, out), a.size, args.repeats)))
+        kernels = [_kernels(getattr(kmath, name)), _kernels(getattr(math, name))]
+        a = _arguments(name, *ranges[0], 10**6, rng)
+        out = np.empty_like(a)
+        chain = [_median_ns(lambda: c(CHAIN_START[name], 10**6), 10**6, args.repeats)
+                 for c, _ in kernels]
+        array = [_median_ns(lambda: o(a, out), a.size, args.repeats) for _, o in kernels]
         for k, (lo, hi) in enumerate(ranges):
             x = _arguments(name, lo, hi, 200_000, rng)
             exact = getattr(np, name)(x.astype(np.longdouble))
-            out = np.empty_like(x)
-            _kernels(ours)[1](x, out)
-            times = (f"{timed[0][0]:9.1f} / {timed[1][0]:5.1f}", f"{timed[0][1]:9.2f} / {timed[1][1]:5.2f}") \
+            ours = np.empty_like(x)
+            kernels[0][1](x, ours)
+            times = (f"{chain[0]:9.1f} / {chain[1]:5.1f}", f"{array[0]:9.2f} / {array[1]:5.2f}") \
                 if k == 0 else ("", "")
-            print(f"{name:8s} {f'[{lo:g}, {hi:g}]':>22s} {_worst_ulps(out, exact):10.3f} "
-                  f"{_worst_ulps(getattr(np, name)(x), exact):9.3f} {times[0]:>22s} {times[1]:>22s}")
+            print(f"{name:8s} {f'[{lo:g}, {hi:g}]':>22s} {_worst_ulps(ours, exact):10.3f} "
+                  f"{_worst_ulps(getattr(np, name)(x), exact):9.3f} {times[0]:>22s} "
+                  f"{times[1]:>22s}")
     return 0
 
 

@@ -1,35 +1,38 @@
 """Elementary functions for kernels: the same bits in one run, in SIMD lanes and in Python.
 
-``from hapflow.kmath import sin, cos, tanh, exp, expm1, log`` in a block
-module gives functions that a kernel calls like ``math``'s.  They exist for
-the batched (lanes) kernel: numba lowers ``math.sin`` and its kin to calls
-into the C library, and a loop over lanes that calls a function is not
-vectorised.  These are straight-line code (branches that the compiler turns
-into selects across lanes), inlined by LLVM (``forceinline``), so the loop
-over a group of runs runs in SIMD registers, and each lane computes exactly
-the bits a single run computes: neither the compiler (no fast-math, no
-contraction into fused multiply-adds) nor the width changes one rounding.
-Called from Python (an interpreted reference) they run the same arithmetic
-in Python floats, with the same result.
+``from hapflow import kmath`` in a block module, ``kmath.sin(x)`` in a kernel:
+functions a kernel calls like ``math``'s.  They exist for the batched (lanes)
+kernel: numba lowers ``math.sin`` and its kin to calls into the C library, and
+a loop over lanes that calls a function is not vectorised.  These call
+nothing and are inlined by LLVM (``forceinline``); over lanes the compiler
+turns their branches into selects, in one run they stay branches.  So the
+loop over a group of runs runs in SIMD registers, and each lane computes
+exactly the bits a single run computes: neither the compiler (no fast-math,
+no contraction into fused multiply-adds) nor the width changes one rounding.
+Called from Python (an interpreted reference) they run the same arithmetic in
+Python floats, with the same result.
 
 The algorithms are fdlibm's (Sun Microsystems, 1993; the versions of
 FreeBSD's ``msun``): ``exp`` (e_exp.c), ``expm1`` (s_expm1.c), ``log``
 (e_log.c) and the kernels of ``sin`` and ``cos`` (k_sin.c, k_cos.c), with the
 same coefficients; ``tanh`` is Go's ``math.Tanh`` (Cephes' rational and
 ``exp``).  Their errors are below one unit in the last place (ulp), ``tanh``'s
-below two; ``tests/test_kmath.py`` measures them against long-double
-references.  Where fdlibm branches to save work, these functions
-compute one path for every argument when both paths are correct, so that the
-lanes do one thing:
+below two; ``tests/test_kmath.py`` checks them against long-double references
+and ``bench/kmath.py`` prints them beside the C library's.  Where this differs
+from fdlibm:
 
 * argument reduction of ``sin`` and ``cos``: the Cody-Waite rounds of
   fdlibm's ``__ieee754_rem_pio2``, always the second (fdlibm stops after the
-  first when the result allows) and the third where fdlibm takes it.  Below ``REDUCTION_LIMIT`` (2^20 pi/2, about 1.6e6
-  rad) the reduction is fdlibm's.  Beyond it fdlibm switches to the
-  Payne-Hanek reduction (a table of 2/pi, loops): here the same rounds go on, whose error grows as ``|x| 2^-53``, the spacing of doubles near
-  ``x`` itself; the test records it.  From ``TRIG_LIMIT`` (2^51, where
-  doubles are 0.5 apart and ``x 2/pi`` no longer rounds to an integer)
-  they return NaN.
+  first when the result allows) and the third where fdlibm takes it.  Below
+  ``REDUCTION_LIMIT`` (2^20 pi/2, about 1.6e6 rad) the reduction is fdlibm's.
+  Beyond it fdlibm switches to the Payne-Hanek reduction (a table of 2/pi,
+  loops); here the same rounds go on, whose error grows as ``|x| 2^-53``, the
+  spacing of doubles near ``x`` itself (the test checks that bound).  From
+  ``TRIG_LIMIT`` (2^51, where doubles are 0.5 apart and ``x 2/pi`` no longer
+  rounds to an integer) they return NaN.
+* ``exp`` rounds ``x / ln 2`` to the nearest integer by adding and taking away
+  1.5 2^52 (fdlibm truncates ``x / ln 2 +- 1/2``); either keeps the reduced
+  argument within ``ln(2) / 2``.
 * non-finite arguments and overflow take fdlibm's results (``sin(inf)`` is
   NaN, ``exp(1000)`` is inf, ``log(-1)`` NaN, ``log(0)`` -inf), where
   Python's ``math`` would raise.
@@ -113,8 +116,10 @@ ROUNDER = 6755399441055744.0               # 1.5 * 2^52: (v + ROUNDER) - ROUNDER
 REDUCTION_LIMIT = 1647099.3291652855       # 2^20 pi / 2: fdlibm's medium reduction below
 TRIG_LIMIT = 2.0 ** 51                     # from here on the rounding of x 2/pi fails
 TINY = 2.0 ** -54
-TANH_P0, TANH_P1, TANH_P2 = -9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3
-TANH_Q0, TANH_Q1, TANH_Q2 = 1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3
+TANH_P0, TANH_P1 = -9.64399179425052238628e-1, -9.92877231001918586564e1
+TANH_P2 = -1.61468768441708447952e3
+TANH_Q0, TANH_Q1 = 1.12811678491632931402e2, 2.23548839060100448583e3
+TANH_Q2 = 4.84406305325125486048e3
 INF = float("inf")
 NAN = float("nan")
 
