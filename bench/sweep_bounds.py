@@ -16,7 +16,9 @@ in a fresh process with an empty kernel cache:
   draw (:func:`hapflow.rng.uniform`), scaled.
 
 The stand-ins compute wrong values on purpose (the blocks' designs are made
-first, with the real functions); only the times mean something.  For each
+first, with the real functions); only the times mean something.  They are
+compiled as kmath's functions are (inlined by LLVM, numpy's error model: a
+division that may raise keeps the loop over the lanes scalar).  For each
 variant: the single-run kernel per tick (``Simulation.advance``), and the
 batched ``rows`` and ``lanes`` kernels alone on ``--runs`` prepared runs
 over numba's threads, in simulated s per wall s; median of ``--repeats``.
@@ -49,7 +51,7 @@ def _stand_in_normal() -> None:
     import hapflow.rng
     from hapflow.rng import uniform
 
-    @numba.njit(inline="always")
+    @numba.njit(forceinline=True, error_model="numpy")
     def normal(m, k):
         return (uniform(m, k) - 0.5) * 3.4
 
@@ -63,16 +65,16 @@ def _stand_in_math() -> None:
 
     from hapflow import kmath
 
-    @numba.njit(inline="always")
+    @numba.njit(forceinline=True, error_model="numpy")
     def tanh(x):
         x2 = x * x
         return x * (27.0 + x2) / (27.0 + 9.0 * x2)
 
-    @numba.njit(inline="always")
+    @numba.njit(forceinline=True, error_model="numpy")
     def sin(x):
         return x - x * x * x / 6.0
 
-    @numba.njit(inline="always")
+    @numba.njit(forceinline=True, error_model="numpy")
     def cos(x):
         return 1.0 - 0.5 * x * x
 
