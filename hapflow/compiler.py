@@ -454,8 +454,15 @@ def _inlined(value: object) -> object:
     keeps the loop over the lanes scalar."""
     if not isinstance(value, Dispatcher) or value.targetoptions.get("forceinline"):
         return value
-    options = {k: v for k, v in value.targetoptions.items() if k != "nopython"}  # njit's own
-    return numba.njit(**options, forceinline=True)(value.py_func)
+    return _inlined_copy(value)
+
+
+@functools.cache
+def _inlined_copy(fn: Dispatcher) -> Dispatcher:
+    """``fn`` compiled with ``forceinline``: one copy per process, so the lanes kernels of
+    several graphs or sets of zero parameters share its machine code."""
+    options = {k: v for k, v in fn.targetoptions.items() if k != "nopython"}  # njit's own
+    return numba.njit(**options, forceinline=True)(fn.py_func)
 
 
 def _interpreted(generated: Generated, title: str) -> dict:
