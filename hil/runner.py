@@ -371,12 +371,12 @@ class HilRunner:
         # (every compiled kernel's, in a long session or a test process) and the loop
         # allocates nothing it could free
         gc.disable()
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0 = time.process_time(), time.perf_counter()   # for a start that fails
         try:
             self.live.start()
             if on_start is not None:        # may fail (a print to a closed pipe): the card is
                 on_start(settings.summary())  # still made safe and closed, the file finished
-            cpu0, wall0 = time.process_time(), time.perf_counter()
+            cpu0, wall0 = time.process_time(), time.perf_counter()       # the loop's own
             loop.run()
         finally:
             try:        # Ctrl-C stays trapped until the file is finished and the memory freed
