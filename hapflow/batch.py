@@ -97,16 +97,27 @@ def init_rows(F, M, SI, SB):
 
 
 # ---------------------------------------------------------------- filling the runs' arrays
-def _packing(block: Block, columns: list["_Column"]) -> list["_Column"]:
-    """The columns of ``block``'s varied parameters that can change its packed values: the
-    ones packed as declared and, if it has derived values (functions of any parameter) or
-    packs by hand, all of them (a parameter with a ``None`` default and no derived value
-    reading it is not packed)."""
+def _packing(block: Block, columns: list["_Column"]) -> tuple[list["_Column"], bool]:
+    """The columns of ``block``'s varied parameters that can change its packed values, and
+    whether one of them can change a derived value.
+
+    Those packed as declared can, and those its derived values read
+    (:meth:`Block.derived_reads`: each is a function of the values it reads;
+    known for a block whose values only change through the plain
+    :meth:`Block.set`); all of them for a block that packs by hand, and for one
+    with derived values that are not known to be plain (a parameter with a
+    ``None`` default no derived value reads is not packed)."""
     names = block.packed_names()
-    if names is None or block.derived:
-        return list(columns)
-    packed = {name for name, _, _ in names}
-    return [c for c in columns if c.param in packed]
+    if not block.derived:
+        reads: frozenset[str] | None = frozenset()
+    elif type(block).set is Block.set and type(block).validate is Block.validate:
+        reads = block.derived_reads()
+    else:
+        reads = None
+    if names is None or reads is None:
+        return list(columns), bool(block.derived)
+    packed = {name for name, _, _ in names} | reads
+    return [c for c in columns if c.param in packed], any(c.param in reads for c in columns)
 
 
 def _elementwise(spec: Any) -> bool:
@@ -279,8 +290,8 @@ class Filler:
                 rows[array][runs, at:at + len(part)] = part
 
         packed = block.packed()           # packed once already (layout, Simulation)
-        varied = _packing(block, columns)
-        if varied and type(block).pack is Block.pack and not block.derived \
+        varied, derived_vary = _packing(block, columns)
+        if varied and type(block).pack is Block.pack and not derived_vary \
                 and all(c.array is not None for c in varied):       # values go where they are
             put_p(slice(None), packed)
             for c in varied:

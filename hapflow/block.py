@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator
@@ -368,6 +369,29 @@ class Block:
             out.append((name, size, spec.unit))
         return out
 
+    def derived_reads(self) -> frozenset[str] | None:
+        """The parameters the ``derived`` values read, evaluated at the current values (None
+        if one of them raises).
+
+        A derived value is a function of the parameter values it reads (and of
+        the sample time and structural set-up): while none of those changes, the
+        evaluation takes the same path and gives the same value, whatever other
+        parameters do.  So runs of a batch that differ only elsewhere share the
+        derived values (:class:`hapflow.batch.Filler` packs them once).  Read
+        through :attr:`values` (as attributes or by key); iterating over it
+        counts as reading every parameter."""
+        values = self.__dict__["values"]
+        log = _ReadLog(values)
+        self.__dict__["values"] = log
+        try:
+            for spec in self.derived.values():
+                spec.value(self)
+        except Exception:  # noqa: BLE001 - the caller packs per value and reports it
+            return None
+        finally:
+            self.__dict__["values"] = values
+        return frozenset(log.read)
+
     def packed_offsets(self) -> tuple | None:
         """Offset of each packed value of this block by name (a named tuple, as ``P`` but
         for every value, also after one whose size follows from structural parameters);
@@ -520,6 +544,25 @@ class Block:
         """First line of the docstring."""
         doc = inspect.getdoc(cls) or ""
         return doc.splitlines()[0] if doc else ""
+
+
+class _ReadLog(Mapping):
+    """A block's parameter values that note the names read (:meth:`Block.derived_reads`)."""
+
+    def __init__(self, values: dict[str, Any]):
+        self.source = values          # not "values": Mapping has a values() method
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str) -> Any:
+        self.read.add(name)
+        return self.source[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self.read.update(self.source)
+        return iter(self.source)
+
+    def __len__(self) -> int:
+        return len(self.source)
 
 
 def _joined(pieces: list[tuple[str, np.ndarray, str]]) -> np.ndarray:

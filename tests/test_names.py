@@ -212,3 +212,27 @@ def test_initial_parameters_are_the_declared_ones_and_an_undeclared_override_rea
                                         r"\(valid: x0, k, s\)"):
         class Typo(Started, register=False):
             initial_depends = ("q",)
+
+
+def test_derived_reads_names_the_parameters_read_on_the_path_taken():
+    """What :meth:`Block.derived_reads` reports: each value read on the way (as an
+    attribute or by key; iterating reads them all), at the current values; None when a
+    derived value raises."""
+    class Rates(Block, register=False):
+        params = {"k": Live(100.0, unit="N/m"), "c": Live(2.0, unit="N s/m"),
+                  "k_alt": Live(None, unit="N/m", doc="optional: replaces k")}
+        derived = {"k_used": Derived(lambda b: b.k if b.k_alt is None else b.k_alt),
+                   "c_half": Derived(lambda b: b.values["c"] / 2.0)}
+    assert Rates().derived_reads() == {"k", "k_alt", "c"}
+    assert Rates(k_alt=7.0).derived_reads() == {"k_alt", "c"}
+
+    class Everything(Block, register=False):
+        params = {"a": Live(1.0), "b": Live(2.0)}
+        derived = {"total": Derived(lambda b: sum(b.values.values()))}
+    assert Everything().derived_reads() == {"a", "b"}
+
+    class Raises(Block, register=False):
+        params = {"a": Live(1.0)}
+        derived = {"inverse": Derived(lambda b: 1.0 / (b.a - 1.0))}
+    block = Raises()
+    assert block.derived_reads() is None and block.values == {"a": 1.0}

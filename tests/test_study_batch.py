@@ -8,6 +8,8 @@
   (to rounding) and the single-run path's (exactly), on both layouts, with the runs
   split over threads.
 """
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,6 +22,8 @@ from hapflow.params import Live
 from hapflow.ports import Out
 from hapflow.study import load_study, run_study
 from hapflow.study.metrics import RunData, compute_all, compute_batch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Overridden pack (ImpedanceHead, Differentiator, LeadLag), an initial_state that
 # reads msd.x0, random streams and an init kernel (ImpedanceHead's noise).
@@ -413,3 +417,26 @@ def test_fill_starts_every_run_from_the_parameters_its_blocks_declare():
             np.testing.assert_array_equal(rows[k][r], expected[k], err_msg=f"run {r}, {k}")
     mode = sim.layout.blocks["sw"]["m"].start
     assert rows["m"][:, mode].tolist() == [2, 2, 1, 1, 1, 1, 1]
+
+
+def test_fill_packs_derived_values_once_unless_a_varied_parameter_reaches_them(monkeypatch):
+    """PIDFeedforward's derived values read ki, kb and deriv_cutoff but not kp: runs that
+    vary kp alone get the default packing with kp written in place (no pack per run),
+    runs that vary the others get their own derived values; both equal set + reset."""
+    import hapflow.batch as batch_module
+    sim = hf.Simulation(hf.load(ROOT / "graphs" / "colton2005_sweep.yaml"), interpret=True)
+    reads = sim.graph.nodes["pid"].block.derived_reads()
+    assert {"ki", "kb", "deriv_cutoff"} <= reads and "kp" not in reads
+    packs = []
+    monkeypatch.setattr(batch_module, "checked_pack",
+                        lambda block, *a: packs.append(block) or block.packed())
+    gains = [{"pid.kp": 30000.0 + 500.0 * j} for j in range(4)]
+    mixed = [*gains[:2], {"pid.kb": 30.0}, {"pid.deriv_cutoff": 120.0, "pid.kp": 1.0e4},
+             {"pid.ki": 2.0e6, "pid.kb": 10.0}]
+    for settings, per_run in ((gains, False), (mixed, True)):
+        packs.clear()
+        rows, errors = Filler(sim).fill(settings, [1] * len(settings))
+        assert errors == [None] * len(settings) and bool(packs) == per_run
+        for r, expected in enumerate(_reference(sim, settings, [1] * len(settings))):
+            for k in ARRAYS:
+                np.testing.assert_array_equal(rows[k][r], expected[k], err_msg=f"run {r}, {k}")

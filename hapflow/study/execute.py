@@ -40,15 +40,18 @@ from typing import Any, Callable
 
 import yaml
 
-from ..batch import WIDTH, Batch
+from ..batch import KEEP_LOG_BYTES, WIDTH, Batch
 from ..errors import HapflowError, SimulationError
 from ..simulation import RunResult, Simulation
 from .metrics import RunData, compute_all, compute_batch
 
 CACHE_SIZE = 8
 """Compiled structures kept per process."""
-BATCH_BYTES = 256 * 2**20
-"""Recorded samples a batch may hold in memory, bytes."""
+BATCH_BYTES = KEEP_LOG_BYTES
+"""Recorded samples a batch may hold in memory, bytes: what a :class:`Batch` keeps between
+calls, so that every batch of a job writes into memory already mapped (a larger log is
+fresh memory each time: its first touch, page by page, took as long again as the rig
+graph's kernel; ``bench/study.py``)."""
 BATCH_RUNS = 256
 """Most runs in one batch."""
 CALIBRATION_RUNS = WIDTH
@@ -229,9 +232,19 @@ def _run_single(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
 
 def _run_batched(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
     batch = entry.batch(job.parallel)
-    size = max(1, min(BATCH_RUNS, BATCH_BYTES // max(1, batch.log_bytes(job.duration))))
+    size = batch_size(batch, job.duration)
     for k in range(0, len(runs), size):
         out.add(_batch_records(entry, job, batch, runs[k:k + size]))
+
+
+def batch_size(batch: Batch, duration: float | None) -> int:
+    """Runs per batch: as many as :data:`BATCH_BYTES` and :data:`BATCH_RUNS` allow, cut down
+    to whole groups of lanes for each thread when that leaves at least one per thread (a
+    part-filled group computes its empty lanes all the same; threads with unequal shares
+    wait for the last)."""
+    fit = max(1, min(BATCH_RUNS, BATCH_BYTES // max(1, batch.log_bytes(duration))))
+    step = WIDTH * batch.threads
+    return fit // step * step if fit >= step else fit
 
 
 def _batch_records(entry: _Entry, job: Job, batch: Batch, part: list) -> list[dict[str, Any]]:
