@@ -79,6 +79,7 @@ import marshal
 import multiprocessing
 import os
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -439,13 +440,39 @@ def _vector_width(width: int) -> Iterator[None]:
     Measured on the rig graph's kernel (one thread, the same kernel with the width
     forced): 8 lanes per step 54.7-55.2 ns per lane-tick, 16: 43.3-43.5, 32: 39.4.
     Only ``run_lanes`` compiles inside: LLVM reports on stderr every loop it was told
-    to widen and could not (the loop over the groups calls ``run_lanes``)."""
+    to widen and could not (the loop over the groups calls ``run_lanes``; a graph
+    with events has loops that stay scalar), which :func:`_without_llvm_remarks`
+    keeps off the terminal."""
     import llvmlite.binding
     llvmlite.binding.set_option("hapflow", f"-force-vector-width={width}")
     try:
-        yield
+        with _without_llvm_remarks():
+            yield
     finally:
         llvmlite.binding.set_option("hapflow", "-force-vector-width=0")
+
+
+@contextlib.contextmanager
+def _without_llvm_remarks() -> Iterator[None]:
+    """Drop the lines LLVM writes to the process's standard error that are remarks
+    (``remark: ...``; LLVM writes them itself, past Python's ``sys.stderr``), and pass on
+    the rest once the block ends (output of other threads meanwhile comes late, not lost)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
+            rest = "".join(line for line in lines if not line.startswith("remark: "))
+            if rest:
+                sys.stderr.write(rest)
+                sys.stderr.flush()
 
 
 def _inlined(value: object) -> object:

@@ -22,6 +22,7 @@ HIL plant split), imported there.
 """
 from __future__ import annotations
 
+import copy
 import graphlib
 import math
 import re
@@ -333,6 +334,43 @@ class Graph:
             key = self.port(ref, "out", where, recording=True)
             if key not in self.recorded:
                 self.recorded.append(key)
+
+    def reduced(self, signals: list[str]) -> "Graph":
+        """A copy that computes only ``signals`` (``"block.port"``) and records only them.
+
+        It keeps the blocks the signals' blocks read through wires, again and
+        again, and every block that acts without wires: one with guards (event
+        location cuts the tick of the whole graph) or with a Python side
+        (:meth:`Block.has_drain`).  A kept block computes the very same values
+        as in the whole graph: its values follow from its parameters, its
+        random streams (seeded by its own name), its inputs (kept), the tick
+        and the fixed-step solver, which steps each state with its own
+        derivatives.  The blocks are shared with this graph (a
+        :class:`~hapflow.simulation.Simulation` copies them).
+
+        Raises
+        ------
+        GraphError
+            For a signal that is not a ``block.port`` output of this graph.
+        """
+        wanted = [self.port(ref, "out", recording=True) for ref in signals]
+        keep = {block for block, _ in wanted}
+        keep.update(name for name, node in self.nodes.items()
+                    if node.block.nguards or node.block.has_drain())
+        sources: dict[str, set[str]] = {name: set() for name in self.nodes}
+        for w in self.wires:
+            sources[w.dst[0]].add(w.src[0])
+        todo = list(keep)
+        while todo:
+            for source in sources[todo.pop()] - keep:
+                keep.add(source)
+                todo.append(source)
+        out = copy.copy(self)
+        out.nodes = {name: node for name, node in self.nodes.items() if name in keep}
+        out.wires = [w for w in self.wires if w.dst[0] in keep]
+        out.recorded = list(dict.fromkeys(wanted))
+        out.hardware = {name: spec for name, spec in self.hardware.items() if name in keep}
+        return out
 
     # ------------------------------------------------------------------ checks
     def check(self) -> "Checked":

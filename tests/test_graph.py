@@ -1,4 +1,4 @@
-"""Graph: changing the base rate after blocks are added re-derives their timing."""
+"""Graph: changing the base rate after blocks are added re-derives their timing; reduced copies."""
 import numpy as np
 import pytest
 
@@ -45,3 +45,27 @@ def test_sum_inputs_must_share_a_unit():
         assert "'m'" in str(err) and "expects 'N' (the unit of s.u1)" in str(err)
     else:
         raise AssertionError("a sum of N and m was accepted")
+
+
+def test_reduced_keeps_what_the_signals_read_and_what_acts_without_wires():
+    g = hf.loads("""\
+name: reduce
+rate: 1000
+blocks:
+  drive: {type: Sine, amplitude: 2.0, frequency: 3.0, unit: N}
+  gain:  {type: Gain, gain: 2.0}
+  msd:   {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
+  enc:   {type: Encoder, resolution: 1.0e-5}
+  other: {type: Sine, amplitude: 1.0, frequency: 1.0, unit: N}
+  ball:  {type: BouncingBall}
+wires: [drive.y -> gain.u, gain.y -> msd.force, msd.pos -> enc.true_pos]
+record: [msd.pos, enc.pos, other.y]
+""")
+    r = g.reduced(["msd.vel", "msd.pos"])
+    assert list(r.nodes) == ["drive", "gain", "msd", "ball"]          # the file's order
+    assert [str(w) for w in r.wires] == ["drive.y -> gain.u", "gain.y -> msd.force"]
+    assert r.recorded == [("msd", "vel"), ("msd", "pos")]
+    assert r.nodes["msd"].block is g.nodes["msd"].block
+    assert len(g.nodes) == 6 and len(g.recorded) == 3                 # the graph is left whole
+    with pytest.raises(hf.GraphError, match="has no output port 'force'"):
+        g.reduced(["msd.force"])

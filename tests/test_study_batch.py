@@ -440,3 +440,64 @@ def test_fill_packs_derived_values_once_unless_a_varied_parameter_reaches_them(m
         for r, expected in enumerate(_reference(sim, settings, [1] * len(settings))):
             for k in ARRAYS:
                 np.testing.assert_array_equal(rows[k][r], expected[k], err_msg=f"run {r}, {k}")
+
+
+# The metrics read msd.pos (and events): the study drops the noisy head and the
+# velocity filter, keeps the ball (it has guards) and the drive msd reads.
+REDUCE_GRAPH = """\
+name: reduce
+rate: 4000
+duration: 1
+seed: 5
+blocks:
+  drive: {type: Sine, amplitude: 2.0, frequency: 3.0, unit: N}
+  msd:   {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
+  head:  {type: ImpedanceHead, force_noise: 0.05, accel_noise: 0.01}
+  diff:  {type: Differentiator, cutoff: 50.0}
+  ball:  {type: BouncingBall}
+wires:
+  - drive.y -> msd.force
+  - drive.y -> head.force
+  - msd.acc -> head.accel
+  - msd.pos -> diff.u
+record: [msd.pos, head.force, diff.y, ball.height]
+"""
+REDUCE_STUDY = """\
+name: reduce-study
+graph: reduce.yaml
+duration: 0.5
+batch: on
+parameters:
+  msd.stiffness: {low: 100.0, high: 2000.0, num: 6}
+  seed: [1, 2]
+metrics:
+  pos_rms: {rms: msd.pos, after: 0.05}
+  pos_final: {final: msd.pos}
+  bounces: {events: located}
+"""
+
+
+def test_a_study_simulates_only_what_its_metrics_read(tmp_path):
+    """The job's graph keeps msd.pos's blocks and the ball; its metrics equal, bit for bit,
+    those of the whole graph run by run."""
+    from hapflow.study.execute import Job
+    (tmp_path / "reduce.yaml").write_text(REDUCE_GRAPH)
+    (tmp_path / "study.yaml").write_text(REDUCE_STUDY)
+    study = load_study(tmp_path / "study.yaml")
+    job = Job(study.graph_text, str(study.graph_path), {}, [], 0.5, study.metrics)
+    reduced = job.graph()
+    assert list(reduced.nodes) == ["drive", "msd", "ball"]
+    assert reduced.recorded == [("msd", "pos")] and len(reduced.wires) == 1
+    table = run_study(study, tmp_path / "out", workers=0, progress=False, plots=False).table
+    assert (table["status"] == "ok").all() and set(table["path"]) == {"batch"}
+    whole = hf.Simulation(hf.loads(REDUCE_GRAPH))
+    for row in table.itertuples():
+        whole.set("msd.stiffness", row[table.columns.get_loc("msd.stiffness") + 1])
+        whole.reset(int(row.seed))
+        result = whole.run(0.5, progress=False)
+        run = RunData(row.run, {}, int(row.seed), result.time, result.signals, result.rate,
+                      result.events, result.event_overflows, lambda: whole.graph)
+        want = compute_all(study.metrics, run)
+        assert want["bounces"] > 0
+        assert (row.pos_rms, row.pos_final, row.bounces) == (want["pos_rms"], want["pos_final"],
+                                                             want["bounces"])

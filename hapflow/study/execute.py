@@ -25,6 +25,15 @@ are drained.  With
 small batch (simulation only, metrics excluded) and the faster path is kept
 for that structure in this process.
 
+A job simulates only what its metrics read: when they name their signals
+(statistics, events), its graph is reduced to the blocks those signals come
+from (:meth:`hapflow.graph.Graph.reduced`; blocks with guards or a Python side
+stay), recording only them.  The metrics are the same bits as with the whole
+graph, for less work: the rig sweep of ``bench/study.py`` drops the
+impedance head (its two noise draws, four filter sections, two ADCs), the
+velocity estimate and 12 of its 13 recorded signals.  Metrics that may read
+anything (identify, force_nrmse, a user function) get the whole graph.
+
 Every run is wrapped: an exception becomes a ``failed`` record carrying its
 type and message, and the job goes on.
 """
@@ -42,8 +51,9 @@ import yaml
 
 from ..batch import KEEP_LOG_BYTES, WIDTH, Batch
 from ..errors import HapflowError, SimulationError
+from ..graph import Graph
 from ..simulation import RunResult, Simulation
-from .metrics import RunData, compute_all, compute_batch
+from .metrics import RunData, compute_all, compute_batch, signals_read
 
 CACHE_SIZE = 8
 """Compiled structures kept per process."""
@@ -96,7 +106,15 @@ class Job:
         """Key of the compiled structure."""
         h = hashlib.sha256(self.graph_text.encode())
         h.update(repr(sorted(self.structural.items())).encode())
+        h.update(repr(signals_read(self.metrics)).encode())
         return h.hexdigest()[:16]
+
+    def graph(self) -> Graph:
+        """The graph its runs simulate: the base graph with the structural values, reduced to
+        the signals the metrics read when they name them (see the module docstring)."""
+        graph = build_graph(self.graph_text, self.graph_file, self.structural)
+        signals = signals_read(self.metrics)
+        return graph.reduced(signals) if signals else graph
 
 
 @dataclass
@@ -149,7 +167,7 @@ def _lend(job: Job) -> _Entry:
         idle = _CACHE.get(job.structure)
         if idle:
             return idle.pop()
-    return _Entry(Simulation(build_graph(job.graph_text, job.graph_file, job.structural)))
+    return _Entry(Simulation(job.graph()))
 
 
 def _give_back(job: Job, entry: _Entry) -> None:

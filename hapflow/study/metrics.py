@@ -260,6 +260,21 @@ def check_metric(name: str, spec: Any, graph: Graph, base_dir: Path,
     return {"kind": "function", "function": path, "args": args, "allow": list(allow)}
 
 
+def signals_read(metrics: dict[str, dict[str, Any]]) -> list[str] | None:
+    """The recorded signals that normalised ``metrics`` read, in first-use order; None when
+    one may read any signal or the graph (identify, force_nrmse, a user function).
+
+    A study simulates just what they read (:meth:`hapflow.graph.Graph.reduced`);
+    ``events`` reads no signal (every block with guards stays)."""
+    out: list[str] = []
+    for spec in metrics.values():
+        if spec["kind"] == "stat":
+            out.append(spec["signal"])
+        elif spec["kind"] != "events":
+            return None
+    return list(dict.fromkeys(out))
+
+
 # ----------------------------------------------------------------- computing
 @njit(cache=True)
 def _sums(values: np.ndarray, column: int, first: int, squares: bool) -> np.ndarray:
