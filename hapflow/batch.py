@@ -49,7 +49,7 @@ import threading
 import time as _time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numba
 import numpy as np
@@ -365,6 +365,36 @@ class Filler:
         return problem
 
 
+def settable_values(sim: Simulation, varied: Collection[str] | None) -> np.ndarray:
+    """Per packed value of ``sim`` (``f`` from the ``p`` base to ``sf``): whether setting the
+    live parameters ``varied`` can change it (all of them when ``varied`` is None).
+
+    A varied parameter's own values, and a block's derived values that read one
+    (:meth:`Block.derived_reads`); every value of a block that packs by hand, sets
+    by hand, or whose derived values cannot be packed."""
+    base = float_bases(sim.layout)
+    out = np.full(base["sf"] - base["p"], varied is None)
+    by_block: dict[str, set[str]] = {}
+    for key in varied or ():
+        name, _, param = key.partition(".")
+        by_block.setdefault(name, set()).add(param)
+    for name, params in by_block.items():
+        node = sim.graph.nodes.get(name)
+        if node is None:                       # an unknown block: its runs fail
+            continue
+        block, slot = node.block, sim.layout.blocks[name]["p"]
+        reads = block.derived_reads() if type(block).set is Block.set else None
+        named = sim.layout.fields.get((name, "p"))
+        if reads is None or type(block).pack is not Block.pack \
+                or sum(size for _, _, size, _ in named or ()) != slot.stop - slot.start:
+            out[slot.start:slot.stop] = True
+            continue
+        for field, at, size, _ in named:
+            if field in params or (field in block.derived and reads & params):
+                out[slot.start + at:slot.start + at + size] = True
+    return out
+
+
 # ---------------------------------------------------------------- records
 class Records:
     """The recordings of a batch's runs, columnar (see the module docstring).
@@ -473,9 +503,19 @@ class Batch:
     layout : {'auto', 'lanes', 'rows'}
         ``auto``: a short timing trial of both layouts picks the faster
         (results are bit-identical either way); ``rows`` for an interpreted
-        graph.  The lanes kernel is compiled for the parameters that are zero
-        in all the runs it is given (:meth:`_lanes_kernel`), once for each
-        such set (and kept in the kernel cache).
+        graph.  The lanes kernel is compiled for the packed values it reads
+        as literals (:meth:`_lanes_kernel`), once for each such set (and kept
+        in the kernel cache).
+    varied : collection of str, optional
+        The live parameters (``block.param``) the runs may set.  Given, every
+        packed value no such parameter reaches (by name, or through a derived
+        value that reads it) is compiled into the lanes kernel as a literal, as
+        Simulink inlines the parameters that are not tunable: one kernel for
+        all the runs of a study, for the values its graph fixes.  Not given,
+        only values that are zero in all the runs of a call are.  Either way a
+        value is a literal only where all the runs of the call hold it, so a
+        run that sets another parameter still runs right (under another
+        kernel).
 
     Attributes
     ----------
@@ -483,7 +523,8 @@ class Batch:
         The layout in use, ``lanes`` or ``rows``.
     """
 
-    def __init__(self, sim: Simulation, parallel: bool = True, layout: str = "auto"):
+    def __init__(self, sim: Simulation, parallel: bool = True, layout: str = "auto",
+                 varied: Collection[str] | None = None):
         if layout not in ("auto", "lanes", "rows"):
             raise ValueError(f"layout must be auto, lanes or rows, got {layout!r}")
         if layout == "auto" and sim.program.interpreted:
@@ -495,6 +536,7 @@ class Batch:
         self.threads = numba.get_num_threads() if parallel else 1
         self._buffer = np.empty(0)
         self._lanes: dict[tuple[tuple[int, float], ...], Callable] = {}
+        self._settable = settable_values(sim, varied)
         kernels: dict[str, Callable | None] = {}
         if layout != "lanes":
             kernels["rows"] = compile_batch(sim.program, parallel=False)
@@ -523,19 +565,23 @@ class Batch:
 
     def _lanes_kernel(self, f: np.ndarray) -> Callable:
         """The lanes kernel for runs whose float buffers are the rows of ``f``: one that reads
-        each parameter that is zero (with one sign) in all of them as a literal zero.
+        as literals the packed values that hold the same bits in all of them and that are
+        zero or that no varied parameter reaches (see ``varied``).
 
         A zero parameter most often switches a part of a block off (a drift, a
         damper, a logarithmic sweep), behind an ``if`` that a single run skips;
         the lanes run every branch of their tick as selects, so without the
-        literal they compute the part for nothing.  Keyed by which parameters are
-        zero, not by every value the runs share: studies that vary a different
-        parameter of the same graph share the kernel."""
+        literal they compute the part for nothing.  A fixed value folds into
+        the arithmetic, and a branch on time and fixed values (a sweep's fade,
+        a source's phase) is the same in every lane: LLVM computes it once per
+        group.  Keyed by those positions and values: without ``varied`` the
+        studies of one graph that vary different parameters share a kernel, with
+        it all the runs of a study do."""
         base = float_bases(self.sim.layout)
         params = f[:, base["p"]:base["sf"]]
         same = (params.view(np.int64) == params[:1].view(np.int64)).all(axis=0)
-        zero = np.flatnonzero(same & (params[0] == 0.0))
-        key = tuple((base["p"] + int(i), float(params[0, i])) for i in zero)
+        fixed = np.flatnonzero(same & ((params[0] == 0.0) | ~self._settable))
+        key = tuple((base["p"] + int(i), float(params[0, i])) for i in fixed)
         if key not in self._lanes:
             self._lanes[key] = compile_lanes(self.sim.program, WIDTH, dict(key))
         return self._lanes[key]

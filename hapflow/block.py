@@ -339,8 +339,15 @@ class Block:
         """Name, values and unit of each part of the default :meth:`pack`, in order."""
         parts = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel(), s.unit)
                  for n, s in self._packed()]
-        for name, spec in self.derived.items():
-            part = np.atleast_1d(np.asarray(spec.value(self), dtype=np.float64)).ravel()
+        values = self.__dict__["values"]
+        log = self.__dict__["values"] = _ReadLog(values)
+        try:
+            derived = [(name, spec, spec.value(self)) for name, spec in self.derived.items()]
+        finally:
+            self.__dict__["values"] = values
+        self.__dict__["_derived_read"] = frozenset(log.read)
+        for name, spec, value in derived:
+            part = np.atleast_1d(np.asarray(value, dtype=np.float64)).ravel()
             size = spec.size_for(self)
             if size is not None and part.size != size:
                 raise ParamError(name, f"derived parameter {name!r} of {type(self).__name__} "
@@ -370,8 +377,8 @@ class Block:
         return out
 
     def derived_reads(self) -> frozenset[str] | None:
-        """The parameters the ``derived`` values read, evaluated at the current values (None
-        if one of them raises).
+        """The parameters the ``derived`` values read when packed at the current values (None
+        if packing raises, or the block packs by hand).
 
         A derived value is a function of the parameter values it reads (and of
         the sample time and structural set-up): while none of those changes, the
@@ -379,18 +386,13 @@ class Block:
         parameters do.  So runs of a batch that differ only elsewhere share the
         derived values (:class:`hapflow.batch.Filler` packs them once).  Read
         through :attr:`values` (as attributes or by key); iterating over it
-        counts as reading every parameter."""
-        values = self.__dict__["values"]
-        log = _ReadLog(values)
-        self.__dict__["values"] = log
+        counts as reading every parameter.  Noted by :meth:`packed`, so asking
+        costs no evaluation."""
         try:
-            for spec in self.derived.values():
-                spec.value(self)
+            self.packed()
         except Exception:  # noqa: BLE001 - the caller packs per value and reports it
             return None
-        finally:
-            self.__dict__["values"] = values
-        return frozenset(log.read)
+        return self.__dict__["_packing"][2]
 
     def packed_offsets(self) -> tuple | None:
         """Offset of each packed value of this block by name (a named tuple, as ``P`` but
@@ -524,10 +526,12 @@ class Block:
         key = (self.sample_time, repr([v for n, v in self.values.items() if self.params[n].live]))
         memo = self.__dict__.get("_packing")
         if memo is None or memo[0] != key:
+            self.__dict__.pop("_derived_read", None)
             with self.naming_errors():
                 vector = np.array(self.pack(), dtype=np.float64)
             vector.flags.writeable = False
-            memo = self.__dict__["_packing"] = (key, vector)
+            memo = self.__dict__["_packing"] = (key, vector,
+                                                self.__dict__.pop("_derived_read", None))
         return memo[1]
 
     def structural_key(self) -> tuple:
@@ -547,7 +551,8 @@ class Block:
 
 
 class _ReadLog(Mapping):
-    """A block's parameter values that note the names read (:meth:`Block.derived_reads`)."""
+    """A block's parameter values that note the names read (what :meth:`Block.pack` gives
+    its derived values to read: :meth:`Block.derived_reads`)."""
 
     def __init__(self, values: dict[str, Any]):
         self.source = values          # not "values": Mapping has a values() method

@@ -11,6 +11,7 @@ import hapflow as hf
 from hapflow import batch
 from hapflow.batch import Batch
 from hapflow.lanes import Flat, Lanes, registers
+from hapflow.layout import float_bases
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted(ROOT.glob("graphs/*.yaml"))
@@ -85,12 +86,40 @@ def test_helpers_on_views_run_compiled_in_lanes_bit_identical_to_single_runs(dri
     seeds = list(range(len(settings)))
     got = Batch(sim, parallel=False, layout="lanes").run(settings, seeds, 0.05)
     for j in (0, batch.WIDTH - 1, batch.WIDTH + 1):
-        g = hf.load(path)
-        g.seed = seeds[j]
-        for key, value in settings[j].items():
-            block, _, param = key.partition(".")
-            g.nodes[block].block.set(param, value)
-        _same_runs([got[j]], [hf.Simulation(g).run(0.05, progress=False)])
+        _same_runs([got[j]], [_single(path, settings[j], seeds[j], 0.05)])
+
+
+def _single(path: Path, settings: dict, seed: int, duration: float):
+    g = hf.load(path)
+    g.seed = seed
+    for key, value in settings.items():
+        block, _, param = key.partition(".")
+        g.nodes[block].block.set(param, value)
+    return hf.Simulation(g).run(duration, progress=False)
+
+
+def test_values_no_varied_parameter_reaches_are_literals_and_runs_stay_exact():
+    """With ``varied``, the fixed values (the sweep's, the device's) are literals of the lanes
+    kernel; PID values kp reaches are not, and neither are the values of a parameter the
+    runs set although it is not declared varied (head.force_noise)."""
+    path = ROOT / "graphs" / "colton2005_sweep.yaml"
+    sim = hf.Simulation(hf.load(path))
+    settings = [{"pid.kp": 30000.0 + 1000.0 * j, "head.force_noise": 0.01 * j}
+                for j in range(batch.WIDTH + 2)]
+    seeds = list(range(len(settings)))
+    lanes = Batch(sim, parallel=False, layout="lanes", varied=["pid.kp"])
+    got = lanes.run(settings, seeds, 0.05)
+    for j in (0, batch.WIDTH - 1, batch.WIDTH + 1):
+        _same_runs([got[j]], [_single(path, settings[j], seeds[j], 0.05)])
+    p = float_bases(sim.layout)["p"]
+
+    def at(block: str, field: str) -> int:
+        start = sim.layout.blocks[block]["p"].start
+        return p + start + next(a for name, a, _, _ in sim.layout.fields[(block, "p")]
+                                if name == field)
+    literal = {position for position, _ in list(lanes._lanes)[-1]}
+    assert {at("traj", "amplitude"), at("dev", "friction"), at("pid", "ki")} <= literal
+    assert not {at("pid", "kp"), at("head", "force_noise"), at("head", "force_std")} & literal
 
 
 def test_compile_units_run_in_lanes_bit_identical_to_the_fused_kernel():

@@ -120,7 +120,7 @@ class Job:
 @dataclass
 class _Entry:
     sim: Simulation
-    batches: dict[bool, Batch] = field(default_factory=dict)
+    batches: dict[tuple[bool, frozenset[str]], Batch] = field(default_factory=dict)
     path: str | None = None           # 'single' or 'batch' once chosen (batch: auto)
     base: dict[str, Any] = field(default_factory=dict)    # live values as built
     changed: set[str] = field(default_factory=set)        # live keys set by earlier jobs
@@ -137,10 +137,12 @@ class _Entry:
             self.sim.set(key, self.base[key])
         self.changed = set(keys)
 
-    def batch(self, parallel: bool) -> Batch:
-        if parallel not in self.batches:
-            self.batches[parallel] = Batch(self.sim, parallel)
-        return self.batches[parallel]
+    def batch(self, parallel: bool, varied: frozenset[str]) -> Batch:
+        """The batch for runs that set ``varied`` (every other value is a literal of its
+        lanes kernel: :class:`Batch`)."""
+        if (parallel, varied) not in self.batches:
+            self.batches[(parallel, varied)] = Batch(self.sim, parallel, varied=varied)
+        return self.batches[(parallel, varied)]
 
 
 _CACHE: "OrderedDict[str, list[_Entry]]" = OrderedDict()
@@ -249,7 +251,7 @@ def _run_single(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
 
 
 def _run_batched(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
-    batch = entry.batch(job.parallel)
+    batch = entry.batch(job.parallel, frozenset(key for _, live, _ in job.runs for key in live))
     size = batch_size(batch, job.duration)
     for k in range(0, len(runs), size):
         out.add(_batch_records(entry, job, batch, runs[k:k + size]))
