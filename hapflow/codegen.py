@@ -809,6 +809,9 @@ class Generator:
         src.lines += self._symbols()
         if self.offsets:
             src.emit(0, f"OFFSETS = np.array({list(self.offsets)!r}, dtype=np.int64)", "")
+        for name, values in self.address.constant_views.items():
+            text = ", ".join(ast.unparse(ast.Constant(v)) for v in values)
+            src.emit(0, f"{name} = np.array([{text}])", "")
         src.lines += init.lines
         src.lines += phases.lines
         src.lines += self._lanes_run(tick) if self.address.width else self._run(tick)

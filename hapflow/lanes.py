@@ -36,6 +36,7 @@ class Flat:
 
     width = 0
     arrays = {"f": "f", "m": "m", "si": "si", "sb": "sb", "log": "log", "stats": "stats"}
+    constant_views: dict[str, tuple[float, ...]] = {}     # none: a run reads its own arrays
 
     def element(self, array: str, start: int, size: int, index: ast.expr,
                 ctx: ast.expr_context) -> ast.expr:
@@ -68,7 +69,16 @@ class Lanes(Flat):
         ``F``); None records them in :attr:`reached` instead.
     constants : dict of int to float, optional
         Elements of ``f`` that hold this value in every lane of every group
-        the kernel will run (fused code): read as a literal.
+        the kernel will run (fused code): read as a literal, and a view whose
+        elements all are is a module constant (:attr:`constant_views`).
+
+    Attributes
+    ----------
+    constant_views : dict of str to tuple of float
+        Name and values of each such view: the module defines it as an array,
+        which the compiler freezes into the code like a literal (a block's
+        helper reads its parameters through a view: the device's spring
+        corners and friction, its filter's coefficients).
     """
 
     arrays = {"f": "F", "m": "M", "si": "SI", "sb": "SB", "log": "LOG", "stats": "STATS"}
@@ -81,6 +91,7 @@ class Lanes(Flat):
         self.memory = memory
         self.constants = constants if registers and constants else {}
         self.reached: set[int] = set()
+        self.constant_views: dict[str, tuple[float, ...]] = {}
 
     def _lane(self, index: ast.expr) -> ast.expr:
         """``index * width + r``, folded for a constant index."""
@@ -108,6 +119,13 @@ class Lanes(Flat):
         return ast.Subscript(ast.Name(self.arrays[array], ast.Load()), self._lane(index), ctx)
 
     def view(self, array: str, start: int, size: int, lo: ast.expr, hi: ast.expr) -> str:
+        if array == "f" and isinstance(lo, ast.Constant) and isinstance(hi, ast.Constant) \
+                and lo.value < hi.value and all(i in self.constants
+                                                for i in range(lo.value, hi.value)):
+            name = f"K_f_{lo.value}_{hi.value}"
+            self.constant_views[name] = tuple(self.constants[i]
+                                              for i in range(lo.value, hi.value))
+            return name
         self._reach(array, start, size)
         lo, hi = ast.unparse(self._lane(lo)), ast.unparse(self._lane(hi))
         return f"{self.arrays[array]}[{lo}:{hi}:{self.width}]"

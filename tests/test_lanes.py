@@ -10,6 +10,7 @@ import pytest
 import hapflow as hf
 from hapflow import batch
 from hapflow.batch import Batch
+from hapflow.codegen import Generator
 from hapflow.lanes import Flat, Lanes, registers
 from hapflow.layout import float_bases
 
@@ -38,6 +39,25 @@ def test_constant_elements_are_read_as_literals_and_written_as_ever():
     assert ast.unparse(lanes.element("f", 9, 1, ast.Constant(9), ast.Store())) == "f_9"
     units = Lanes(4, 3, registers=False, constants={9: 0.0})   # units are shared: no literals
     assert ast.unparse(units.element("f", 9, 1, ast.Constant(9), ast.Load())) == "F[36 + r]"
+
+
+def test_a_view_of_constant_elements_is_a_module_constant():
+    lanes = Lanes(4, 3, registers=True, memory=set(), constants={10: 2.5, 11: math.inf})
+    assert lanes.view("f", 10, 2, ast.Constant(10), ast.Constant(12)) == "K_f_10_12"
+    assert lanes.constant_views == {"K_f_10_12": (2.5, math.inf)} and not lanes.reached
+    assert lanes.view("f", 10, 3, ast.Constant(10), ast.Constant(13)) == "F[40 + r:52 + r:4]"
+    sim = hf.Simulation(hf.load(ROOT / "graphs" / "colton2005_sweep.yaml"), interpret=True)
+    p = sim.program
+    dev = sim.layout.blocks["dev"]["p"]
+    start = float_bases(sim.layout)["p"] + dev.start
+    values = {start + i: float(v) for i, v in enumerate(sim.arrays["f"][start:start + dev.size])}
+    source = Generator(p.checked, p.schedule, p.layout, p.inline, p.mode, lanes=4,
+                       constants=values).build().source
+    name = f"K_f_{start}_{start + dev.size}"
+    module = {"np": np}
+    exec(next(line for line in source.splitlines() if line.startswith(f"{name} = ")), module)
+    np.testing.assert_array_equal(module[name], list(values.values()))    # inf too
+    assert f" = {name}" in source
 
 
 def test_lane_addressing_keeps_what_views_reach_in_memory():
