@@ -443,25 +443,8 @@ def test_fill_packs_derived_values_once_unless_a_varied_parameter_reaches_them(m
 
 
 # The metrics read msd.pos (and events): the study drops the noisy head and the
-# velocity filter, keeps the ball (it has guards) and the drive msd reads.
-REDUCE_GRAPH = """\
-name: reduce
-rate: 4000
-duration: 1
-seed: 5
-blocks:
-  drive: {type: Sine, amplitude: 2.0, frequency: 3.0, unit: N}
-  msd:   {type: MassSpringDamper, mass: 0.5, damping: 3.0, stiffness: 400.0}
-  head:  {type: ImpedanceHead, force_noise: 0.05, accel_noise: 0.01}
-  diff:  {type: Differentiator, cutoff: 50.0}
-  ball:  {type: BouncingBall}
-wires:
-  - drive.y -> msd.force
-  - drive.y -> head.force
-  - msd.acc -> head.accel
-  - msd.pos -> diff.u
-record: [msd.pos, head.force, diff.y, ball.height]
-"""
+# filters, keeps the ball (it has guards) and the drive msd reads.
+REDUCE_GRAPH = FILL_GRAPH.replace("wires:", "  ball:  {type: BouncingBall}\nwires:")
 REDUCE_STUDY = """\
 name: reduce-study
 graph: reduce.yaml
