@@ -12,12 +12,16 @@ Graphs (all 4 kHz, 1 s per run, one live parameter swept over 1000 values):
 * ``sweep``: the rig graph file ``graphs/colton2005_sweep.yaml`` (swept-sine
   reference, PID + lead-lag, motor with end stops, hardening device with
   friction, encoder, noisy impedance head, 13 signals recorded); the sweep
-  varies ``pid.kp``.  Its tick calls :mod:`hapflow.kmath` (``tanh`` of
-  the device friction at every evaluation, the sweep's and the fade's sin
-  and cos) and draws the head's noise by the normal quantile of one uniform
-  draw (:func:`hapflow.rng.normal`): the lanes kernel runs its lanes in SIMD
-  registers with every branch of those taken as selects in each lane.
-  ``bench/sweep_bounds.py`` times its kernels with both made free.
+  varies ``pid.kp``; its metrics read ``dev.pos``.  Its tick calls
+  :mod:`hapflow.kmath` (``tanh`` of the device friction at every evaluation,
+  the sweep's and the fade's sin and cos) and draws the head's noise by the
+  normal quantile of one uniform draw (:func:`hapflow.rng.normal`): the lanes
+  kernel runs its lanes in SIMD registers with every branch of those taken as
+  selects in each lane.  ``bench/sweep_bounds.py`` times its kernels with both
+  made free.
+* ``sweep_head``, ``sweep_all``: the same with metrics that read
+  ``head.force`` too (the noisy head stays in the study's graph), or each of
+  the 13 recorded signals (the whole graph).
 
 Paths, each a whole ``run_study`` call (design expansion, runs, metrics, the
 resume log and the Parquet table; plots off) in a fresh output folder:
@@ -60,8 +64,8 @@ per tick.  Goals: >= 20 000 simulated seconds per wall second for the
 batched path on the small testbed graph (issue 7), >= 15 000 on the rig
 graph file (issue 12).
 
-Usage: ``python bench/study.py [--runs N] [--repeats R] [--graphs small,sweep]``.  Exits 0 whatever
-the figures (a benchmark, not a test).
+Usage: ``python bench/study.py [--runs N] [--repeats R] [--graphs small,sweep,sweep_all]``.
+Exits 0 whatever the figures (a benchmark, not a test).
 """
 from __future__ import annotations
 
@@ -109,27 +113,36 @@ wires:
 record: [dev.pos]
 """
 SWEEP = (Path(__file__).resolve().parents[1] / "graphs" / "colton2005_sweep.yaml").read_text()
-GRAPHS = {"small": (SMALL, "msd.stiffness", 100.0, 2000.0, "msd.pos"),
+SWEEP_SIGNALS = ("dev.pos", "traj.pos", "traj.vel", "traj.acc", "enc.pos", "vel_est.y",
+                 "head.force", "head.accel", "dev.vel", "dev.acc", "dev.device_force",
+                 "motor.force", "pid.force_cmd")
+"""The signals the rig graph file records (``dev.pos`` first)."""
+GRAPHS = {"small": (SMALL, "msd.stiffness", 100.0, 2000.0, ("msd.pos",)),
           "euler": (SMALL.replace("duration: 1\n", "duration: 1\nsolver: euler\n"),
-                    "msd.stiffness", 100.0, 2000.0, "msd.pos"),
-          "rig": (RIG, "dev.k_outer", 3000.0, 9000.0, "dev.pos"),
-          "sweep": (SWEEP, "pid.kp", 30000.0, 46000.0, "dev.pos")}
+                    "msd.stiffness", 100.0, 2000.0, ("msd.pos",)),
+          "rig": (RIG, "dev.k_outer", 3000.0, 9000.0, ("dev.pos",)),
+          "sweep": (SWEEP, "pid.kp", 30000.0, 46000.0, ("dev.pos",)),
+          "sweep_head": (SWEEP, "pid.kp", 30000.0, 46000.0, ("dev.pos", "head.force")),
+          "sweep_all": (SWEEP, "pid.kp", 30000.0, 46000.0, SWEEP_SIGNALS)}
 GOALS = {"small": GOAL, "euler": GOAL, "sweep": 15000.0}
 """Batched-path goals in simulated s per wall s (``sweep``: issue 12, the rig graph file)."""
 
 
-def study_text(batch: str, runs: int, key: str, low: float, high: float, signal: str) -> str:
+def study_text(batch: str, runs: int, key: str, low: float, high: float,
+               signals: tuple[str, ...]) -> str:
+    """The study file: the final value of the first signal and the RMS of each."""
+    rms = "".join(f"  rms{j or ''}: {{rms: {s}}}\n" for j, s in enumerate(signals))
     return (f"name: bench\ngraph: graph.yaml\nduration: 1.0\nbatch: {batch}\n"
             f"parameters:\n  {key}: {{low: {low}, high: {high}, num: {runs}}}\n"
-            f"metrics:\n  final: {{final: {signal}}}\n  rms: {{rms: {signal}}}\n")
+            f"metrics:\n  final: {{final: {signals[0]}}}\n{rms}")
 
 
 def load(folder: Path, graph: str, batch: str, runs: int):
     from hapflow.study import load_study
-    text, key, low, high, signal = GRAPHS[graph]
+    text, key, low, high, signals = GRAPHS[graph]
     (folder / "graph.yaml").write_text(text)
     path = folder / f"study_{batch}.yaml"
-    path.write_text(study_text(batch, runs, key, low, high, signal))
+    path.write_text(study_text(batch, runs, key, low, high, signals))
     return load_study(path)
 
 
