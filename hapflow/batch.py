@@ -102,11 +102,11 @@ def _packing(block: Block, columns: list["_Column"]) -> tuple[list["_Column"], b
     whether one of them can change a derived value.
 
     Those packed as declared can, and those its derived values read
-    (:meth:`Block.derived_reads`: each is a function of the values it reads;
-    known for a block whose values only change through the plain
-    :meth:`Block.set`); all of them for a block that packs by hand, and for one
-    with derived values that are not known to be plain (a parameter with a
-    ``None`` default no derived value reads is not packed)."""
+    (:meth:`Block.derived_reads`: each is a function of the values it reads);
+    all of them for a block that packs by hand, and for one with derived values
+    and its own ``set`` or ``validate`` (which may reject a combination of
+    values that only setting every varied column together finds).  A parameter
+    with a ``None`` default no derived value reads is not packed."""
     names = block.packed_names()
     if not block.derived:
         reads: frozenset[str] | None = frozenset()
@@ -541,7 +541,7 @@ class Batch:
         if layout != "lanes":
             kernels["rows"] = compile_batch(sim.program, parallel=False)
         if layout != "rows":
-            kernels["lanes"] = None                   # one per set of zero parameters
+            kernels["lanes"] = None                   # one per set of literal values
         a = sim.arrays
         one = {key: a[key][None, :].copy() for key in ARRAYS}
         for item in kernels.items():                   # compile now (or load from the cache)

@@ -333,10 +333,11 @@ class Block:
         ParamError
             If a derived parameter's value does not have its declared size.
         """
-        return _joined(self._pieces())
+        return _joined(self._pieces()[0])
 
-    def _pieces(self) -> list[tuple[str, np.ndarray, str]]:
-        """Name, values and unit of each part of the default :meth:`pack`, in order."""
+    def _pieces(self) -> tuple[list[tuple[str, np.ndarray, str]], frozenset[str]]:
+        """Name, values and unit of each part of the default :meth:`pack`, in order, and the
+        parameters the derived values read (:meth:`derived_reads`)."""
         parts = [(n, np.atleast_1d(np.asarray(self.values[n], dtype=np.float64)).ravel(), s.unit)
                  for n, s in self._packed()]
         values = self.__dict__["values"]
@@ -345,7 +346,6 @@ class Block:
             derived = [(name, spec, spec.value(self)) for name, spec in self.derived.items()]
         finally:
             self.__dict__["values"] = values
-        self.__dict__["_derived_read"] = frozenset(log.read)
         for name, spec, value in derived:
             part = np.atleast_1d(np.asarray(value, dtype=np.float64)).ravel()
             size = spec.size_for(self)
@@ -353,7 +353,7 @@ class Block:
                 raise ParamError(name, f"derived parameter {name!r} of {type(self).__name__} "
                                        f"has {part.size} values, declared {size}")
             parts.append((name, part, spec.unit))
-        return parts
+        return parts, frozenset(log.read)
 
     @classmethod
     def _packed(cls) -> list[tuple[str, Param]]:
@@ -526,12 +526,14 @@ class Block:
         key = (self.sample_time, repr([v for n, v in self.values.items() if self.params[n].live]))
         memo = self.__dict__.get("_packing")
         if memo is None or memo[0] != key:
-            self.__dict__.pop("_derived_read", None)
             with self.naming_errors():
-                vector = np.array(self.pack(), dtype=np.float64)
+                if type(self).pack is Block.pack:
+                    pieces, reads = self._pieces()
+                    vector = _joined(pieces)
+                else:
+                    vector, reads = np.array(self.pack(), dtype=np.float64), None
             vector.flags.writeable = False
-            memo = self.__dict__["_packing"] = (key, vector,
-                                                self.__dict__.pop("_derived_read", None))
+            memo = self.__dict__["_packing"] = (key, vector, reads)
         return memo[1]
 
     def structural_key(self) -> tuple:

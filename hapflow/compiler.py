@@ -487,7 +487,7 @@ def _inlined(value: object) -> object:
 @functools.cache
 def _inlined_copy(fn: Dispatcher) -> Dispatcher:
     """``fn`` compiled with ``forceinline``: one copy per process, so the lanes kernels of
-    several graphs or sets of zero parameters share its machine code."""
+    several graphs or sets of literal values share its machine code."""
     options = {k: v for k, v in fn.targetoptions.items() if k != "nopython"}  # njit's own
     return numba.njit(**options, forceinline=True)(fn.py_func)
 

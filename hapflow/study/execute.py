@@ -109,6 +109,11 @@ class Job:
         h.update(repr(signals_read(self.metrics)).encode())
         return h.hexdigest()[:16]
 
+    @property
+    def live_keys(self) -> frozenset[str]:
+        """The live parameters its runs set."""
+        return frozenset(key for _, live, _ in self.runs for key in live)
+
     def graph(self) -> Graph:
         """The graph its runs simulate: the base graph with the structural values, reduced to
         the signals the metrics read when they name them (see the module docstring)."""
@@ -131,7 +136,7 @@ class _Entry:
                 if spec.live:
                     self.base[f"{name}.{param}"] = node.block.values[param]
 
-    def prepare(self, keys: set[str]) -> None:
+    def prepare(self, keys: frozenset[str]) -> None:
         """Restore the live parameters earlier jobs changed and this job does not set."""
         for key in sorted(self.changed - keys):
             self.sim.set(key, self.base[key])
@@ -251,7 +256,7 @@ def _run_single(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
 
 
 def _run_batched(entry: _Entry, job: Job, runs: list, out: _Out) -> None:
-    batch = entry.batch(job.parallel, frozenset(key for _, live, _ in job.runs for key in live))
+    batch = entry.batch(job.parallel, job.live_keys)
     size = batch_size(batch, job.duration)
     for k in range(0, len(runs), size):
         out.add(_batch_records(entry, job, batch, runs[k:k + size]))
@@ -347,7 +352,7 @@ def execute(job: Job, emit: Callable[[list[dict[str, Any]]], None] | None = None
 def _run(entry: _Entry, job: Job, out: _Out) -> None:
     """Every run of ``job`` on ``entry``'s simulation, single or batched."""
     runs = list(job.runs)
-    entry.prepare({key for _, live, _ in runs for key in live})
+    entry.prepare(job.live_keys)
     sinks = getattr(entry.sim, "sinks", None)       # Python-side sinks drain between chunks
     if job.batch == "auto" and entry.path is None and len(runs) > CALIBRATION_RUNS and not sinks:
         runs = _calibrate(entry, job, runs, out)
