@@ -53,7 +53,6 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numba
 import numpy as np
-from numba.core.dispatcher import Dispatcher
 
 from .block import Block
 from .compiler import compile_batch, compile_lanes, compile_variant
@@ -162,8 +161,9 @@ class Filler:
     def __init__(self, sim: Simulation):
         self.sim = sim
         program = sim.program
-        # interpreted, or compiled with nothing to initialise (a plain init_all)
-        if program.interpreted or not isinstance(program.init_all, Dispatcher):
+        # interpreted, or compiled with nothing to initialise (a plain init_all); else the
+        # variant calls the compiled init_all of the kernel module on each row
+        if not program.compiled_init:
             def init_rows(F, M, SI, SB):
                 for r in range(F.shape[0]):
                     program.init_all(F[r], M[r], SI[r], SB[r])

@@ -83,6 +83,10 @@ start flag (outputs: 1 runs only the held outputs, for ``init_all``); it takes t
 its code names, then its base offsets.  Every argument costs: an array is
 passed as seven machine words, and units are called a few times per tick."""
 
+INIT_TICKS = -1
+"""``run(INIT_TICKS, ...)`` runs ``init_all`` (when compiled) and no tick: ``run`` holds
+``init_all``'s code, so a warm start loads one function from numba's cache, not two
+(:mod:`hapflow.compiler` says what that saves)."""
 TICK_ONLY = "if start == 0:"
 """Condition of a site of the outputs phase that ``init_all`` does not run (units)."""
 
@@ -725,9 +729,10 @@ class Generator:
         return [replace(site, hit=self._hit(site.block, start=True) if site.block in held
                         else TICK_ONLY) for site in sites]
 
-    def _init(self) -> _Source:
-        """``init_all``: every ``init`` kernel, then the held outputs from the initial state
-        (units: the tick's outputs phase with its start flag set)."""
+    def _init_lines(self) -> list[str]:
+        """The body of ``init_all``: every ``init`` kernel, then the held outputs from the
+        initial state (units: the tick's outputs phase with its start flag set); empty when
+        there is nothing to initialise."""
         self.views = {}
         body = _Source()
         units = self.mode == "units"
@@ -744,7 +749,11 @@ class Generator:
         self._phase(body, 0, "start", sites, "0.0")
         if self._starts:
             self._phase(body, 0, "outputs", self._outputs(t), "0.0", start=1)
-        lines = [f"{k} = {v}" for k, v in self.views.items()] + body.lines
+        return [f"{k} = {v}" for k, v in self.views.items()] + body.lines
+
+    @staticmethod
+    def _init(lines: list[str]) -> _Source:
+        """``init_all`` with body ``lines``."""
         src = _Source()
         if not lines:      # nothing to initialise: no numba compile, no cache load
             src.emit(0, "def init_all(f, m, si, sb):", "    return 0")
@@ -800,7 +809,8 @@ class Generator:
     def build(self) -> Generated:
         """The main module's source and namespace, and the compile units it calls:
         ``init_all`` and ``run``, or over lanes ``run_lanes`` and ``run_blocks``."""
-        init = _Source() if self.address.width else self._init()
+        init_lines = [] if self.address.width else self._init_lines()
+        init = _Source() if self.address.width else self._init(init_lines)
         self.views = {}
         tick = self._tick()
         phases = self._phase_functions()
@@ -814,12 +824,14 @@ class Generator:
             src.emit(0, f"{name} = np.array([{text}])", "")
         src.lines += init.lines
         src.lines += phases.lines
-        src.lines += self._lanes_run(tick) if self.address.width else self._run(tick)
+        src.lines += self._lanes_run(tick) if self.address.width else \
+            self._run(tick, initialises=bool(init_lines))
         namespace = {**base_namespace(self.checked), **self.globals}
         return Generated(src.text(), namespace, dict(self.units), self.mode, dict(self.origins))
 
-    def _run(self, tick: _Source) -> list[str]:
-        """``run``: views made once, then the ticks."""
+    def _run(self, tick: _Source, initialises: bool) -> list[str]:
+        """``run``: views made once, then the ticks; or, called with
+        :data:`INIT_TICKS` ticks, ``init_all`` (compiled ``init_all`` only)."""
         src = _Source()
         body = _Source()
         if self.schedule.hybrid:
@@ -829,6 +841,8 @@ class Generator:
         body.emit(1, *tick.lines)
         body.emit(0, "return 0")
         src.emit(0, "", "", "@jit", "def run(n_ticks, tick0, f, m, si, sb, log, stats):")
+        if initialises:
+            src.emit(1, "if n_ticks == INIT_TICKS:", "    return init_all(f, m, si, sb)")
         lines = reuse_calls(body.lines, pure_names(self.globals), RUN_ARRAYS)
         src.emit(1, *element_prologue(lines), *lines)
         return src.lines
@@ -895,7 +909,7 @@ def block_at_line(source: str, line: int) -> str | None:
 def base_namespace(checked: Checked) -> dict[str, object]:
     """What the main module names besides its aliases: the kernels, numpy, event fields."""
     return {**kernel_table(checked), "np": np, "EV_TA": events.TA, "EV_TH": events.TH,
-            "EV_J": events.J}
+            "EV_J": events.J, "INIT_TICKS": INIT_TICKS}
 
 
 def kernel_table(checked: Checked) -> dict[str, object]:

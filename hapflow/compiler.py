@@ -59,6 +59,15 @@ function (views made every tick, no reuse of a pure call across phases) for
 at most that.  Compiling it without LLVM optimisation (``optnone``) saved
 nothing (1.69 against 1.73 s): the cost is numba's typing and lowering.
 
+A warm start loads ``run`` alone: it calls ``init_all`` when given
+:data:`hapflow.codegen.INIT_TICKS` ticks, so it holds that code too.  numba
+loads a cached function by parsing the LLVM bitcode of everything linked
+into it, and ``init_all``'s (the outputs phase again) was a second parse:
+``distinct(1000)`` loaded ``run`` (3.1 MB of bitcode) in 0.15 s and
+``init_all`` (1.6 MB) in 0.075 s.  Warm starts of ``bench/compile.py``
+(``distinct`` N = 1000, 5 alternating, quiet): ``Simulation`` 0.41 -> 0.355 s,
+first tick 1.01 -> 0.95 s (medians).
+
 Unit size is no lever there (K below is ``unit_lines``; CPU s, ns per block
 and tick at load 6-7): K = 120 lines 101 s / 109 ns, 240 97 s / 108 ns,
 480 102 s / 151 ns; nor is the phase level: ``run`` calling the units
@@ -88,17 +97,18 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import numba
+import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from . import elements as element_access
 from . import events, sourcecache
 from .cachedir import cache_dir, write_whole
-from .codegen import Generated, Generator, UnitSource, block_at_line
+from .codegen import INIT_TICKS, Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
 from .inline import size as kernel_size
 from .jit import take_undecided
-from .layout import Layout, build_layout
+from .layout import STATS_SIZE, Layout, build_layout
 from .schedule import Schedule, build_schedule
 
 JIT_OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
@@ -131,8 +141,11 @@ class Program:
     mode: str
     inline: bool = True
     from_cache: bool = False
-    """Whether numba's disk cache held the machine code of ``run`` and ``init_all`` (a warm
-    start: their first calls load it instead of compiling)."""
+    """Whether numba's disk cache held the machine code of ``run``, which holds
+    ``init_all``'s (a warm start: the first call loads it instead of compiling)."""
+    compiled_init: bool = False
+    """Whether the kernel module's ``init_all`` is compiled (the graph has something to
+    initialise); ``init_all`` here then calls ``run``, which holds its code."""
 
     def block_at(self, path: str, line: int) -> str | None:
         """The block whose kernel produced ``line`` of generated file ``path``, if any."""
@@ -371,9 +384,22 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
         ns = _interpreted(generated, graph.name)
         return Program(checked, schedule, layout, generated.source, None, ns["run"],
                        ns["init_all"], True, generated.units, generated.mode, inline)
-    module, cached = _loaded(checked, generated, ("run", "init_all"))
+    module, cached = _loaded(checked, generated, ("run",))
+    compiled_init = isinstance(module.init_all, Dispatcher)
+    init_all = initialising(module.run) if compiled_init else module.init_all
     return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
-                   module.init_all, False, generated.units, generated.mode, inline, cached)
+                   init_all, False, generated.units, generated.mode, inline, cached,
+                   compiled_init)
+
+
+def initialising(run: Dispatcher) -> Callable:
+    """``init_all(f, m, si, sb)`` as a call of the compiled ``run``, which holds its code
+    (:data:`hapflow.codegen.INIT_TICKS`)."""
+    no_log, no_stats = np.zeros((0, 0)), np.zeros(STATS_SIZE, dtype=np.int64)
+
+    def init_all(f: np.ndarray, m: np.ndarray, si: np.ndarray, sb: np.ndarray) -> int:
+        return run(INIT_TICKS, 0, f, m, si, sb, no_log, no_stats)
+    return init_all
 
 
 def compile_lanes(program: Program, width: int,

@@ -161,8 +161,8 @@ class Simulation:
         with collections_paused() if self.program.from_cache else nullcontext():
             for name in graph.nodes:
                 self._pack(name)
+            self._warm_up()           # before init_all, whose code run holds
             self._initial_state()
-            self._warm_up()
 
     def _warm_up(self) -> None:
         """Compile now (or load machine code from the cache), naming the block on failure."""

@@ -37,6 +37,32 @@ def test_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
     assert len(list((tmp_path / "cache").glob("hf_*.py"))) == 1
 
 
+INIT_CHILD = textwrap.dedent("""
+    import sys, hapflow as hf
+    sim = hf.Simulation(hf.load(sys.argv[1]))
+    init_all = vars(sys.modules[sim.program.path.stem])["init_all"]
+    print(sim.program.from_cache, len(init_all.signatures), repr(sim.run()["lp.y"].sum()))
+""")
+
+
+def test_a_warm_start_loads_run_alone_which_holds_the_code_of_init_all(tmp_path):
+    """numba parses all the code a cached function links in: ``init_all`` loaded apart
+    parsed its outputs phase a second time."""
+    graph_file = tmp_path / "mixed.yaml"
+    g = mixed_graph()
+    g.duration = 0.05
+    hf.save(g, graph_file)
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child():
+        return subprocess.run([sys.executable, "-c", INIT_CHILD, str(graph_file)], env=env,
+                              capture_output=True, text=True, check=True).stdout.split()
+    cold, warm = child(), child()
+    assert cold[:2] == ["False", "1"]         # compiled: run compiles init_all, its callee
+    assert warm[:2] == ["True", "0"]          # loaded: run alone, init_all never called
+    assert warm[2] == cold[2] == repr(hf.Simulation(g).run()["lp.y"].sum())
+
+
 def test_kernel_name_follows_a_change_in_a_module_its_kernels_call(tmp_path, monkeypatch):
     """A stale cache must not survive an edit of a helper module a kernel calls (transitively)."""
     from hapflow import compiler
