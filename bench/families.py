@@ -171,8 +171,9 @@ class _Builder:
         self.kinds: dict[tuple, list[tuple[str, str, str | None, Any, int]]] = {}
         # what _matches found so far, by (shape, dtype, dimension, concrete), with how many
         # of that kind's outputs it has looked at: filtering every earlier output again for
-        # each input was half of the time to build N = 1000
-        self.found: dict[tuple, tuple[list[tuple[str, str, str | None]], int]] = {}
+        # each input was half of the time to build N = 1000 (and, for the delays' feedback,
+        # a third of what was left)
+        self.found: dict[tuple, tuple[list[tuple[str, str, str | None, Any, int]], int]] = {}
         self.pending: list[list] = []                # [delay, unit, index of the block it feeds]
 
     def _name(self, type_name: str) -> str:
@@ -185,25 +186,25 @@ class _Builder:
         return float(self.rng.choice(RATES)) if discrete else None
 
     def _matches(self, spec: Any, unit: str | None, after: int = -1, concrete: bool = False
-                 ) -> list[tuple[str, str, str | None]]:
-        """Outputs (of blocks added after index ``after``) that may drive input ``spec`` in ``unit``."""
+                 ) -> list[tuple[str, str, str | None, Any, int]]:
+        """Outputs (of blocks added after index ``after``) that may drive input ``spec`` in
+        ``unit``, as in :attr:`kinds`; the caller must not change the list."""
         want = None if unit is None else dimension(unit)
 
         def fits(u: str | None, dim: Any) -> bool:
             return (u is not None or not concrete) and (u is None or want is None or dim == want)
         outputs = self.kinds.get((spec.shape, spec.dtype), [])
-        if after >= 0:          # outputs are in the order of their blocks: skip the earlier
-            first = bisect.bisect_right(outputs, after, key=lambda output: output[4])
-            return [(b, p, u) for b, p, u, dim, _ in outputs[first:] if fits(u, dim)]
         key = (spec.shape, spec.dtype, want, concrete)
         found, seen = self.found.get(key, ([], 0))
-        found.extend((b, p, u) for b, p, u, dim, _ in outputs[seen:] if fits(u, dim))
+        found.extend(output for output in outputs[seen:] if fits(output[2], output[3]))
         self.found[key] = (found, len(outputs))
-        return found
+        # found is in the order of the blocks: the outputs after ``after`` are its tail
+        first = bisect.bisect_right(found, after, key=lambda output: output[4])
+        return found[first:] if first else found
 
-    def _pick(self, found: list) -> Any:
-        """A random element of ``found``."""
-        return found[self.rng.integers(len(found))]
+    def _pick(self, found: list) -> tuple[str, str, str | None]:
+        """A random output of ``found`` (of :meth:`_matches`): (block, port, unit)."""
+        return found[self.rng.integers(len(found))][:3]
 
     def _source(self, spec: Any, unit: str | None) -> tuple[str, str, str | None]:
         """Add a small Sine in ``unit`` (a Constant for vectors) and return its output."""
