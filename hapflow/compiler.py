@@ -107,7 +107,7 @@ from .codegen import INIT_TICKS, Generated, Generator, UnitSource, block_at_line
 from .errors import GraphError
 from .graph import Checked, Graph
 from .inline import size as kernel_size
-from .jit import take_undecided
+from .jit import entry_cached, linkable, take_undecided
 from .layout import STATS_SIZE, Layout, build_layout
 from .schedule import Schedule, build_schedule
 
@@ -385,9 +385,10 @@ def compile_graph(graph: Graph, interpret: bool = False, inline: bool = True,
         return Program(checked, schedule, layout, generated.source, None, ns["run"],
                        ns["init_all"], True, generated.units, generated.mode, inline)
     module, cached = _loaded(checked, generated, ("run",))
+    run = entry_cached(module.run)          # a warm start parses no code linked into it
     compiled_init = isinstance(module.init_all, Dispatcher)
-    init_all = initialising(module.run) if compiled_init else module.init_all
-    return Program(checked, schedule, layout, generated.source, Path(module.__file__), module.run,
+    init_all = initialising(run) if compiled_init else module.init_all
+    return Program(checked, schedule, layout, generated.source, Path(module.__file__), run,
                    init_all, False, generated.units, generated.mode, inline, cached,
                    compiled_init)
 
@@ -957,11 +958,18 @@ def compile_variant(program: Program, suffix: str, source: str,
     digest = hashlib.sha256(f"{suffix}\n{flags}\n{source}".encode()).hexdigest()[:12]
     name = f"{program.path.stem}_{suffix}_{digest}"        # a changed source is a new module
     namespace = {k: v for k, v in vars(base).items() if not k.startswith("__")}
-    namespace.update(prange=numba.prange if parallel else range,
+    namespace.update(run=_linkable(program.run), prange=numba.prange if parallel else range,
                      jit=numba.njit(**JIT_OPTIONS),
                      pjit=numba.njit(parallel=parallel, **JIT_OPTIONS),
                      __name__=name)
     return load_module(name, source, namespace)
+
+
+@functools.lru_cache(maxsize=None)
+def _linkable(run: Dispatcher) -> Dispatcher:
+    """``run`` as a variant's code may call it: loaded with the code it links
+    (:func:`hapflow.jit.linkable`), once per process."""
+    return linkable(run)
 
 
 def compile_batch(program: Program, parallel: bool = True) -> Callable:

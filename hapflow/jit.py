@@ -68,9 +68,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import llvmlite.binding as llvm
 import numba
+from llvmlite import ir
 from numba.core import types
-from numba.core.caching import FunctionCache
+from numba.core.caching import CompileResultCacheImpl, FunctionCache
 from numba.core.dispatcher import Dispatcher
 from numba.core.registry import CPUDispatcher
 
@@ -112,6 +114,74 @@ class KeyedCache(FunctionCache):
 
     def _index_key(self, sig, codegen):
         return (*super()._index_key(sig, codegen), self.key)
+
+
+STUB_CALLEE = "hapflow.entry_code_is_not_linkable"
+"""What each function of an entry's symbol table calls: a symbol defined nowhere, so that
+machine code linking one fails to load instead of running it."""
+
+
+class EntryCache(FunctionCache):
+    """numba's disk cache of an entry point (a kernel's ``run``), loaded without the bitcode
+    of the code linked into it.
+
+    numba keeps with a function's machine code the LLVM bitcode of everything linked
+    into it, for callers that link the function in turn, and a load parses all of it.
+    An entry point is called from Python: its load needs the names its machine code
+    defines (numba finds the wrapper and the environment by name), not their code.
+    Each signature is saved twice: numba's entry, which :func:`linkable` loads for a
+    caller that links the function (a batch variant), and under this cache's own key
+    with that bitcode cut down to a symbol table (:func:`symbol_table`), which this
+    cache loads.
+    """
+
+    class _Impl(CompileResultCacheImpl):
+        def reduce(self, cres):
+            (name, kind, (code, bitcode)), *rest = super().reduce(cres)
+            return ((name, kind, (code, symbol_table(bitcode))), *rest)
+
+    _impl_class = _Impl
+
+    def _index_key(self, sig, codegen):
+        return (*super()._index_key(sig, codegen), "entry")
+
+    def _save_overload(self, sig, data):
+        FunctionCache(self._py_func)._save_overload(sig, data)     # numba's, to link
+        super()._save_overload(sig, data)
+
+
+def symbol_table(bitcode: bytes) -> bytes:
+    """Bitcode defining the functions and globals ``bitcode`` defines, by name only: each
+    function calls :data:`STUB_CALLEE`; each global is a byte."""
+    module = llvm.parse_bitcode(bitcode)
+    table = ir.Module(name=module.name)
+    table.triple, table.data_layout = module.triple, module.data_layout
+    nowhere = ir.Function(table, ir.FunctionType(ir.VoidType(), []), name=STUB_CALLEE)
+    for fn in module.functions:
+        if not fn.is_declaration:
+            builder = ir.IRBuilder(ir.Function(table, ir.FunctionType(ir.VoidType(), []),
+                                               name=fn.name).append_basic_block())
+            builder.call(nowhere, [])
+            builder.unreachable()
+    for gv in module.global_variables:
+        if not gv.is_declaration:
+            ir.GlobalVariable(table, ir.IntType(8), name=gv.name).initializer = \
+                ir.Constant(ir.IntType(8), 0)
+    return llvm.parse_assembly(str(table)).as_bitcode()
+
+
+def entry_cached(dispatcher: Dispatcher) -> Dispatcher:
+    """``dispatcher`` (compiled with numba's disk cache, not yet called) with an
+    :class:`EntryCache` instead."""
+    if not isinstance(dispatcher._cache, EntryCache):
+        dispatcher._cache = EntryCache(dispatcher.py_func)
+    return dispatcher
+
+
+def linkable(dispatcher: Dispatcher) -> Dispatcher:
+    """A dispatcher of ``dispatcher``'s function with numba's own disk cache: what a
+    compiled caller must name instead of an :func:`entry_cached` one."""
+    return numba.jit(**dispatcher.targetoptions, cache=True)(dispatcher.py_func)
 
 
 def plain_type(typ: Any) -> Any:

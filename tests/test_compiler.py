@@ -63,6 +63,38 @@ def test_a_warm_start_loads_run_alone_which_holds_the_code_of_init_all(tmp_path)
     assert warm[2] == cold[2] == repr(hf.Simulation(g).run()["lp.y"].sum())
 
 
+ENTRY_CHILD = textwrap.dedent("""
+    import sys, numpy as np, hapflow as hf
+    from hapflow.batch import Batch
+    sim = hf.Simulation(hf.load(sys.argv[1]))
+    library = next(iter(sim.program.run.overloads.values())).library
+    code = [f for f in library._get_module_for_linking().functions if len(list(f.blocks)) > 1]
+    print(sim.program.from_cache, len(code))
+    if sys.argv[2:] == ["batch"]:         # its kernel compiled here, linking run's code
+        one = sim.run()["lp.y"]
+        rows = Batch(sim, parallel=False, layout="rows").run([{}, {}], [3, 3])
+        print(all(np.array_equal(r.signals["lp.y"], one) for r in rows))
+""")
+
+
+def test_a_warm_start_parses_no_code_linked_into_run_and_a_batch_still_links_it(tmp_path):
+    """A warm start loads ``run`` with a symbol table for bitcode (``hapflow.jit.EntryCache``);
+    the rows batch, whose code links ``run``'s, loads it whole, in a process that never
+    compiled it."""
+    graph_file = tmp_path / "mixed.yaml"
+    g = mixed_graph()
+    g.duration = 0.05
+    hf.save(g, graph_file)
+    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child(*args):
+        return subprocess.run([sys.executable, "-c", ENTRY_CHILD, str(graph_file), *args],
+                              env=env, capture_output=True, text=True, check=True).stdout.split()
+    cold = child()
+    assert cold[0] == "False" and int(cold[1]) > 0         # compiled here: the code itself
+    assert child("batch") == ["True", "0", "True"]
+
+
 def test_kernel_name_follows_a_change_in_a_module_its_kernels_call(tmp_path, monkeypatch):
     """A stale cache must not survive an edit of a helper module a kernel calls (transitively)."""
     from hapflow import compiler
