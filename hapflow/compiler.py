@@ -59,14 +59,20 @@ function (views made every tick, no reuse of a pure call across phases) for
 at most that.  Compiling it without LLVM optimisation (``optnone``) saved
 nothing (1.69 against 1.73 s): the cost is numba's typing and lowering.
 
-A warm start loads ``run`` alone: it calls ``init_all`` when given
-:data:`hapflow.codegen.INIT_TICKS` ticks, so it holds that code too.  numba
-loads a cached function by parsing the LLVM bitcode of everything linked
-into it, and ``init_all``'s (the outputs phase again) was a second parse:
+A warm start loads ``run`` alone, and without the code linked into it.
+numba loads a cached function by parsing the LLVM bitcode of everything
+linked into it (kept for callers that link the function in turn):
 ``distinct(1000)`` loaded ``run`` (3.1 MB of bitcode) in 0.15 s and
-``init_all`` (1.6 MB) in 0.075 s.  Warm starts of ``bench/compile.py``
-(``distinct`` N = 1000, 5 alternating, quiet): ``Simulation`` 0.41 -> 0.355 s,
-first tick 1.01 -> 0.95 s (medians).
+``init_all`` (1.6 MB: the outputs phase again) in 0.075 s.  ``run`` now
+calls ``init_all`` when given :data:`hapflow.codegen.INIT_TICKS` ticks, so
+it holds that code too, and it is cached by :class:`hapflow.jit.EntryCache`,
+which loads a symbol table in place of the bitcode (the rows batch, whose
+code links ``run``'s, names :func:`hapflow.jit.linkable` instead).  Warm
+starts of ``bench/compile.py`` (``distinct`` N = 1000, 5 alternating with
+a9f2852, medians): ``Simulation`` 0.41 -> 0.355 s, first tick 1.01 -> 0.95 s
+with ``init_all`` in ``run`` (a quiet hour); then with the symbol table,
+``Simulation`` 0.46 -> 0.24 s, first tick 1.19 -> 0.96 s (an hour when
+numba's own set-up took 0.25-0.30 s instead of 0.22).
 
 Unit size is no lever there (K below is ``unit_lines``; CPU s, ns per block
 and tick at load 6-7): K = 120 lines 101 s / 109 ns, 240 97 s / 108 ns,
@@ -127,7 +133,11 @@ LLVM pastes its code into each phase function that calls it."""
 
 @dataclass
 class Program:
-    """A compiled (or interpreted) graph, ready to run."""
+    """A compiled (or interpreted) graph, ready to run.
+
+    ``run`` and ``init_all`` are called from Python; compiled code calls
+    :func:`hapflow.jit.linkable` of ``run`` (see :class:`hapflow.jit.EntryCache`).
+    """
 
     checked: Checked
     schedule: Schedule

@@ -50,6 +50,15 @@ instead of once in every process that calls it outside a cached kernel: an
 interpreted run (its kernels call the helpers from Python), a kernel
 compiled afresh, each child process of a test, each test worker.
 
+Entry points.  A kernel's ``run`` holds the machine code of every unit and
+helper it calls, and numba keeps the LLVM bitcode of all of it beside that
+code, for callers that link ``run`` in turn; a load parses it all, a
+sixth of a warm start of a 1000-block graph.  :class:`EntryCache` loads a
+symbol table instead; the one caller that links ``run`` (the rows batch of
+:mod:`hapflow.batch`) names :func:`linkable` ``run``, which loads numba's
+own entry.  Code that links the symbol table instead fails to load: the
+process stops with LLVM naming :data:`STUB_CALLEE`.
+
 Wrappers.  numba builds a wrapper for calls from Python and one for calls
 from C into every function it compiles, and optimises and emits them again
 inside every caller that links the function in.  Helpers compiled without
