@@ -46,7 +46,8 @@ def test_a_view_of_constant_elements_is_a_module_constant():
     assert lanes.view("f", 10, 2, ast.Constant(10), ast.Constant(12)) == "K_f_10_12"
     assert lanes.constant_views == {"K_f_10_12": (2.5, math.inf)} and not lanes.reached
     assert lanes.view("f", 10, 3, ast.Constant(10), ast.Constant(13)) == "F[40 + r:52 + r:4]"
-    sim = hf.Simulation(hf.load(ROOT / "graphs" / "colton2005_sweep.yaml"), interpret=True)
+    sim = hf.Simulation(hf.load(ROOT / "graphs" / "colton2005_sweep.yaml"), interpret=True,
+                        mode="fused")             # the view is in the main module's text
     p = sim.program
     dev = sim.layout.blocks["dev"]["p"]
     start = float_bases(sim.layout)["p"] + dev.start

@@ -108,9 +108,9 @@ def _device_graph():
 
 def test_rk4_evaluates_the_force_law_once_per_stage_with_the_same_bits():
     """The device's output and its first RK4 stage read the same state: one call."""
-    reused = hf.Simulation(_device_graph())
+    reused = hf.Simulation(_device_graph(), mode="fused")        # the text of one kernel
     assert reused.program.source.count("g__device_force(") == 4
-    calls = hf.Simulation(_device_graph(), inline=False)
+    calls = hf.Simulation(_device_graph(), inline=False, mode="fused")
     a, b = reused.run(0.5), calls.run(0.5)
     assert np.max(np.abs(a["dev.pos"])) > 1e-4
     for name in a.signals:
