@@ -968,18 +968,11 @@ def compile_variant(program: Program, suffix: str, source: str,
     digest = hashlib.sha256(f"{suffix}\n{flags}\n{source}".encode()).hexdigest()[:12]
     name = f"{program.path.stem}_{suffix}_{digest}"        # a changed source is a new module
     namespace = {k: v for k, v in vars(base).items() if not k.startswith("__")}
-    namespace.update(run=_linkable(program.run), prange=numba.prange if parallel else range,
+    namespace.update(run=linkable(program.run), prange=numba.prange if parallel else range,
                      jit=numba.njit(**JIT_OPTIONS),
                      pjit=numba.njit(parallel=parallel, **JIT_OPTIONS),
                      __name__=name)
     return load_module(name, source, namespace)
-
-
-@functools.lru_cache(maxsize=None)
-def _linkable(run: Dispatcher) -> Dispatcher:
-    """``run`` as a variant's code may call it: loaded with the code it links
-    (:func:`hapflow.jit.linkable`), once per process."""
-    return linkable(run)
 
 
 def compile_batch(program: Program, parallel: bool = True) -> Callable:

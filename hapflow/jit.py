@@ -75,6 +75,7 @@ before Python first called them).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import llvmlite.binding as llvm
@@ -187,9 +188,11 @@ def entry_cached(dispatcher: Dispatcher) -> Dispatcher:
     return dispatcher
 
 
+@functools.cache
 def linkable(dispatcher: Dispatcher) -> Dispatcher:
     """A dispatcher of ``dispatcher``'s function with numba's own disk cache: what a
-    compiled caller must name instead of an :func:`entry_cached` one."""
+    compiled caller must name instead of an :func:`entry_cached` one (one per process,
+    so its code is loaded once)."""
     return numba.jit(**dispatcher.targetoptions, cache=True)(dispatcher.py_func)
 
 
