@@ -22,14 +22,30 @@ CACHE_CHILD = textwrap.dedent("""
 """)
 
 
-def test_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
-    graph_file = tmp_path / "mixed.yaml"
-    hf.save(mixed_graph(), graph_file)
+def _children(tmp_path: Path, script: str, graph: hf.Graph):
+    """``child(*args)``: the words ``script`` prints, run by a fresh Python on ``graph`` (saved
+    to a file, its path the first argument, then ``args``); every child shares one cache."""
+    graph_file = tmp_path / "graph.yaml"
+    hf.save(graph, graph_file)
     env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
 
+    def child(*args: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", script, str(graph_file), *args], env=env,
+                              capture_output=True, text=True, check=True).stdout.split()
+    return child
+
+
+def _short_mixed() -> hf.Graph:
+    g = mixed_graph()
+    g.duration = 0.05
+    return g
+
+
+def test_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
+    child = _children(tmp_path, CACHE_CHILD, mixed_graph())
+
     def counts():
-        out = subprocess.run([sys.executable, "-c", CACHE_CHILD, str(graph_file)], env=env,
-                             capture_output=True, text=True, check=True).stdout.split()
+        out = child()
         return int(out[0]), int(out[1])
 
     assert counts() == (0, 1)        # first process: compiled and stored
@@ -48,19 +64,11 @@ INIT_CHILD = textwrap.dedent("""
 def test_a_warm_start_loads_run_alone_which_holds_the_code_of_init_all(tmp_path):
     """numba parses all the code a cached function links in: ``init_all`` loaded apart
     parsed its outputs phase a second time."""
-    graph_file = tmp_path / "mixed.yaml"
-    g = mixed_graph()
-    g.duration = 0.05
-    hf.save(g, graph_file)
-    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
-
-    def child():
-        return subprocess.run([sys.executable, "-c", INIT_CHILD, str(graph_file)], env=env,
-                              capture_output=True, text=True, check=True).stdout.split()
+    child = _children(tmp_path, INIT_CHILD, _short_mixed())
     cold, warm = child(), child()
     assert cold[:2] == ["False", "1"]         # compiled: run compiles init_all, its callee
     assert warm[:2] == ["True", "0"]          # loaded: run alone, init_all never called
-    assert warm[2] == cold[2] == repr(hf.Simulation(g).run()["lp.y"].sum())
+    assert warm[2] == cold[2] == repr(hf.Simulation(_short_mixed()).run()["lp.y"].sum())
 
 
 ENTRY_CHILD = textwrap.dedent("""
@@ -81,15 +89,7 @@ def test_a_warm_start_parses_no_code_linked_into_run_and_a_batch_still_links_it(
     """A warm start loads ``run`` with a symbol table for bitcode (``hapflow.jit.EntryCache``);
     the rows batch, whose code links ``run``'s, loads it whole, in a process that never
     compiled it."""
-    graph_file = tmp_path / "mixed.yaml"
-    g = mixed_graph()
-    g.duration = 0.05
-    hf.save(g, graph_file)
-    env = {**os.environ, "HAPFLOW_CACHE_DIR": str(tmp_path / "cache")}
-
-    def child(*args):
-        return subprocess.run([sys.executable, "-c", ENTRY_CHILD, str(graph_file), *args],
-                              env=env, capture_output=True, text=True, check=True).stdout.split()
+    child = _children(tmp_path, ENTRY_CHILD, _short_mixed())
     cold = child()
     assert cold[0] == "False" and int(cold[1]) > 0         # compiled here: the code itself
     assert child("batch") == ["True", "0", "True"]
